@@ -1,0 +1,19 @@
+//! The monitoring-plugin protocol, implemented once for the whole suite.
+//!
+//! A check is a `clap::Parser` options struct that flattens [`CommonArgs`] and implements
+//! [`Check`]; its `main` is one line: `plugin::main::<Opts>()`. The runtime guarantees the
+//! protocol: exit codes 0..3 only (usage errors, `--help`, `--version` and panics exit 3), a
+//! status line first, sanitised text, capped output, and a watchdog that answers when the
+//! deadline passes even if the gathering thread is stuck.
+
+pub mod range;
+pub mod render;
+pub mod report;
+mod runtime;
+mod status;
+
+pub use range::{fmt_duration, fmt_num, parse_duration, Range, Thresholds};
+pub use render::{sanitize, Format};
+pub use report::{Finding, Perfdata, Report, Uom};
+pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
+pub use status::Status;
