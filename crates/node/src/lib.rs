@@ -1,1 +1,24 @@
+//! Node state, read-only: the mount table, the kubelet's volume layout, filesystem error state,
+//! and bounded-time probes of mount points. Every reader goes through [`Host`], so the same code
+//! runs on the node and in a container that mounts the host at `/host`.
 
+pub mod host;
+pub mod kubelet;
+pub mod mountinfo;
+pub mod probe;
+
+pub use host::Host;
+pub use mountinfo::Mount;
+
+/// An I/O error as an operator reads it: the message plus the errno name (`EACCES`).
+pub fn errtext(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => {
+            let name = nix::errno::Errno::from_raw(code);
+            let msg = e.to_string();
+            let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+            format!("{msg} ({name:?})")
+        }
+        None => e.to_string(),
+    }
+}

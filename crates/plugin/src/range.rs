@@ -39,7 +39,7 @@ pub struct Range {
 impl Range {
     /// Parse a numeric range.
     pub fn parse(s: &str) -> Result<Range, ParseError> {
-        Self::parse_with(s, |v| parse_number(v))
+        Self::parse_with(s, parse_number)
     }
 
     /// Parse a range whose ends are durations (`5m`, `10m:`, `@1h:2h`); values are seconds.

@@ -1,0 +1,160 @@
+//! The one "host root" notion every reader goes through.
+//!
+//! On an ordinary node the checks read the host directly: `/proc/self/mountinfo`, `/sys`,
+//! `/dev/kmsg`, and probe mount points by their own paths. In container mode the host is mounted
+//! at a prefix (`--host-root /host`): the host's mount table is `/host/proc/1/mountinfo` (the
+//! host's init sees the host's mounts), `/sys` is `/host/sys`, and a host mount point `<p>` is
+//! reached through the host init's root, `/host/proc/1/root/<p>`, which crosses into the host's
+//! mount namespace even for mounts made after the container started.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Host {
+    /// Where the host's `/` is visible; `None` on the host itself.
+    root: Option<PathBuf>,
+}
+
+impl Host {
+    /// The host as seen from itself.
+    pub fn local() -> Host {
+        Host { root: None }
+    }
+
+    /// The host as seen from a container that mounts it at `root` (e.g. `/host`).
+    /// An empty path or `/` means the host itself.
+    pub fn at(root: impl Into<PathBuf>) -> Host {
+        let root = root.into();
+        if root.as_os_str().is_empty() || root == Path::new("/") {
+            Host::local()
+        } else {
+            Host { root: Some(root) }
+        }
+    }
+
+    pub fn from_option(root: Option<&Path>) -> Host {
+        root.map(Host::at).unwrap_or_default()
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.root.is_none()
+    }
+
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// A host file that is the same in every mount namespace of the host (`/sys/...`,
+    /// `/proc/...`, `/dev/kmsg`, `/var/log/journal`): `<root>/<path>`.
+    pub fn file(&self, host_path: impl AsRef<Path>) -> PathBuf {
+        let p = host_path.as_ref();
+        match &self.root {
+            None => p.to_path_buf(),
+            Some(r) => r.join(p.strip_prefix("/").unwrap_or(p)),
+        }
+    }
+
+    /// The host's mount table: `/proc/self/mountinfo` locally, `<root>/proc/1/mountinfo` in a container.
+    pub fn mountinfo(&self) -> PathBuf {
+        match &self.root {
+            None => PathBuf::from("/proc/self/mountinfo"),
+            Some(r) => r.join("proc/1/mountinfo"),
+        }
+    }
+
+    /// A path of the host's mount namespace (a mount point from the host's mountinfo), reachable
+    /// from here: itself locally, `<root>/proc/1/root/<path>` in a container.
+    pub fn mount_path(&self, host_path: impl AsRef<Path>) -> PathBuf {
+        let p = host_path.as_ref();
+        match &self.root {
+            None => p.to_path_buf(),
+            Some(r) => r.join("proc/1/root").join(p.strip_prefix("/").unwrap_or(p)),
+        }
+    }
+
+    /// `/sys` of the host.
+    pub fn sys(&self) -> PathBuf {
+        self.file("/sys")
+    }
+
+    /// `/proc` of the host.
+    pub fn proc(&self) -> PathBuf {
+        self.file("/proc")
+    }
+
+    /// The kernel release of the host (`/proc/sys/kernel/osrelease`).
+    pub fn kernel_release(&self) -> Option<String> {
+        std::fs::read_to_string(self.file("/proc/sys/kernel/osrelease"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// The host's name, as the kubelet uses it for the node name by default.
+    pub fn hostname(&self) -> Option<String> {
+        let from_file = std::fs::read_to_string(self.file("/proc/sys/kernel/hostname"))
+            .ok()
+            .map(|s| s.trim().to_lowercase())
+            .filter(|s| !s.is_empty());
+        from_file.or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .map(|s| s.to_lowercase())
+        })
+    }
+}
+
+/// Parse a kernel release like `5.4.0-231-generic` or `6.14.8` into (major, minor, patch).
+pub fn parse_kernel_version(release: &str) -> Option<(u32, u32, u32)> {
+    let core = release
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .next()?;
+    let mut it = core.split('.');
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    let patch = it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_paths_are_unchanged() {
+        let h = Host::local();
+        assert_eq!(h.mountinfo(), PathBuf::from("/proc/self/mountinfo"));
+        assert_eq!(h.file("/sys/fs/ext4"), PathBuf::from("/sys/fs/ext4"));
+        assert_eq!(
+            h.mount_path("/var/lib/kubelet/x"),
+            PathBuf::from("/var/lib/kubelet/x")
+        );
+        assert_eq!(Host::at("/"), Host::local());
+    }
+
+    #[test]
+    fn container_paths_go_through_the_host_init() {
+        let h = Host::at("/host");
+        assert_eq!(h.mountinfo(), PathBuf::from("/host/proc/1/mountinfo"));
+        assert_eq!(
+            h.file("/sys/class/iscsi_session"),
+            PathBuf::from("/host/sys/class/iscsi_session")
+        );
+        assert_eq!(h.file("/dev/kmsg"), PathBuf::from("/host/dev/kmsg"));
+        assert_eq!(
+            h.mount_path("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount"),
+            PathBuf::from(
+                "/host/proc/1/root/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount"
+            )
+        );
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(parse_kernel_version("5.4.0-231-generic"), Some((5, 4, 0)));
+        assert_eq!(parse_kernel_version("6.14.8"), Some((6, 14, 8)));
+        assert_eq!(parse_kernel_version("6.18.44-fc-v1045"), Some((6, 18, 44)));
+        assert_eq!(parse_kernel_version("6.12"), Some((6, 12, 0)));
+        assert_eq!(parse_kernel_version("garbage"), None);
+    }
+}

@@ -1,0 +1,377 @@
+//! The kubelet's volume layout on disk, and which mounts under it belong to which volume.
+//!
+//! - pod volume: `<root>/pods/<uid>/volumes/<plugin>/<name>[/mount]` (CSI: `kubernetes.io~csi/<pv>/mount`
+//!   with `vol_data.json` beside `mount`; in-tree plugins mount the `<name>` directory itself)
+//! - subPath: `<root>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>`
+//! - block publish: `<root>/pods/<uid>/volumeDevices/<plugin>/<name>` and
+//!   `<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid>`
+//! - block staging: `<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv>`
+//! - CSI staging since 1.24: `<root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`;
+//!   before: `<root>/plugins/kubernetes.io/csi/pv/<pv>/globalmount`
+//! - other in-tree device mounts: `<root>/plugins/kubernetes.io/<plugin>/...`
+
+use crate::host::Host;
+use std::path::{Path, PathBuf};
+
+/// Kubelet roots of the distributions our users run, in the order they are tried.
+pub const DEFAULT_ROOTS: &[&str] = &[
+    "/var/lib/kubelet",
+    "/var/snap/microk8s/common/var/lib/kubelet",
+    "/var/lib/k0s/kubelet",
+    "/var/lib/rancher/k3s/agent/kubelet",
+];
+
+/// Volume plugins whose pod mounts are not PersistentVolumes (node-local, API-projected data).
+const NON_PV_PLUGINS: &[&str] = &[
+    "kubernetes.io~configmap",
+    "kubernetes.io~secret",
+    "kubernetes.io~projected",
+    "kubernetes.io~downward-api",
+    "kubernetes.io~empty-dir",
+    "kubernetes.io~git-repo",
+];
+
+/// The kubelet roots to look under: those given, or each default that exists on the host.
+pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    DEFAULT_ROOTS
+        .iter()
+        .map(PathBuf::from)
+        .filter(|r| host.mount_path(r).is_dir())
+        .collect()
+}
+
+/// What a mount under a kubelet root is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A pod's volume mount (CSI publish or in-tree plugin).
+    PodVolume {
+        pod_uid: String,
+        plugin: String,
+        name: String,
+    },
+    /// A subPath bind mount of a pod volume.
+    PodSubpath {
+        pod_uid: String,
+        volume: String,
+        container: String,
+    },
+    /// A block-mode volume published to a pod.
+    PodBlock {
+        pod_uid: Option<String>,
+        name: String,
+    },
+    /// CSI staging (`globalmount`); `hash` is the sha256 directory of the 1.24+ layout.
+    CsiStaging {
+        driver: Option<String>,
+        pv: Option<String>,
+        hash: Option<String>,
+    },
+    /// CSI block-mode staging.
+    BlockStaging { pv: String },
+    /// Another in-tree plugin's device mount (`plugins/kubernetes.io/<plugin>/...`).
+    PluginDevice { plugin: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletPath {
+    pub root: PathBuf,
+    pub kind: Kind,
+}
+
+impl KubeletPath {
+    /// The PV (or volume) name the path itself tells, if any.
+    pub fn volume_name(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::PodVolume { name, .. } => Some(name),
+            Kind::PodSubpath { volume, .. } => Some(volume),
+            Kind::PodBlock { name, .. } => Some(name),
+            Kind::CsiStaging { pv, .. } => pv.as_deref(),
+            Kind::BlockStaging { pv } => Some(pv),
+            Kind::PluginDevice { .. } => None,
+        }
+    }
+
+    pub fn pod_uid(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::PodVolume { pod_uid, .. } | Kind::PodSubpath { pod_uid, .. } => Some(pod_uid),
+            Kind::PodBlock { pod_uid, .. } => pod_uid.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn is_staging(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::CsiStaging { .. } | Kind::BlockStaging { .. } | Kind::PluginDevice { .. }
+        )
+    }
+
+    pub fn is_csi(&self) -> bool {
+        match &self.kind {
+            Kind::PodVolume { plugin, .. } => plugin == "kubernetes.io~csi",
+            Kind::PodBlock { .. } | Kind::CsiStaging { .. } | Kind::BlockStaging { .. } => true,
+            Kind::PodSubpath { .. } | Kind::PluginDevice { .. } => false,
+        }
+    }
+}
+
+fn comps(p: &Path) -> Vec<String> {
+    p.components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Classify a mount point. Returns `None` for mounts that are not volumes (e.g. the kubelet root
+/// itself, secrets, configmaps, emptyDirs).
+pub fn classify(mount_point: &Path, roots: &[PathBuf]) -> Option<KubeletPath> {
+    for root in roots {
+        let Ok(rel) = mount_point.strip_prefix(root) else {
+            continue;
+        };
+        let c = comps(rel);
+        let s: Vec<&str> = c.iter().map(String::as_str).collect();
+        let kind = match s.as_slice() {
+            ["pods", uid, "volumes", plugin, name]
+            | ["pods", uid, "volumes", plugin, name, "mount"] => {
+                if NON_PV_PLUGINS.contains(plugin) {
+                    return None;
+                }
+                Kind::PodVolume {
+                    pod_uid: uid.to_string(),
+                    plugin: plugin.to_string(),
+                    name: name.to_string(),
+                }
+            }
+            ["pods", uid, "volume-subpaths", volume, container, _idx] => Kind::PodSubpath {
+                pod_uid: uid.to_string(),
+                volume: volume.to_string(),
+                container: container.to_string(),
+            },
+            ["pods", uid, "volumeDevices", _plugin, name] => Kind::PodBlock {
+                pod_uid: Some(uid.to_string()),
+                name: name.to_string(),
+            },
+            ["plugins", "kubernetes.io", "csi", "volumeDevices", "publish", pv, uid] => {
+                Kind::PodBlock {
+                    pod_uid: Some(uid.to_string()),
+                    name: pv.to_string(),
+                }
+            }
+            ["plugins", "kubernetes.io", "csi", "volumeDevices", "staging", pv] => {
+                Kind::BlockStaging { pv: pv.to_string() }
+            }
+            ["plugins", "kubernetes.io", "csi", "pv", pv, "globalmount"] => Kind::CsiStaging {
+                driver: None,
+                pv: Some(pv.to_string()),
+                hash: None,
+            },
+            ["plugins", "kubernetes.io", "csi", driver, hash, "globalmount"] => Kind::CsiStaging {
+                driver: Some(driver.to_string()),
+                pv: None,
+                hash: Some(hash.to_string()),
+            },
+            ["plugins", "kubernetes.io", plugin, ..] if s.len() > 3 && *plugin != "csi" => {
+                Kind::PluginDevice {
+                    plugin: plugin.to_string(),
+                }
+            }
+            _ => return None,
+        };
+        return Some(KubeletPath {
+            root: root.clone(),
+            kind,
+        });
+    }
+    None
+}
+
+/// `vol_data.json` as the kubelet's CSI plugin writes it (every key optional; unknown keys ignored).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolData {
+    #[serde(rename = "specVolID")]
+    pub spec_vol_id: Option<String>,
+    pub volume_handle: Option<String>,
+    pub driver_name: Option<String>,
+    pub node_name: Option<String>,
+    #[serde(rename = "attachmentID")]
+    pub attachment_id: Option<String>,
+    pub volume_lifecycle_mode: Option<String>,
+}
+
+/// Parse vol_data.json text.
+pub fn parse_vol_data(text: &str) -> Result<VolData, String> {
+    serde_json::from_str(text).map_err(|e| format!("garbled vol_data.json: {e}"))
+}
+
+/// The `vol_data.json` that belongs to a mount point: beside `mount` / `globalmount`.
+/// Reading it never touches the mounted filesystem (it is in the parent directory).
+pub fn vol_data_path(mount_point: &Path) -> Option<PathBuf> {
+    let name = mount_point.file_name()?.to_str()?;
+    if name == "mount" || name == "globalmount" {
+        Some(mount_point.parent()?.join("vol_data.json"))
+    } else {
+        None
+    }
+}
+
+/// Read the vol_data.json of a mount point through the host view. `Ok(None)` when absent.
+pub fn read_vol_data(host: &Host, mount_point: &Path) -> Result<Option<VolData>, String> {
+    let Some(p) = vol_data_path(mount_point) else {
+        return Ok(None);
+    };
+    let real = host.mount_path(&p);
+    match std::fs::read(&real) {
+        Ok(b) if b.len() > 64 * 1024 => {
+            Err(format!("{}: too large for a vol_data.json", p.display()))
+        }
+        Ok(b) => parse_vol_data(&String::from_utf8_lossy(&b))
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", p.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {}", p.display(), crate::errtext(&e))),
+    }
+}
+
+/// sha256 of a volume handle, hex: the staging directory name since Kubernetes 1.24.
+pub fn staging_hash(volume_handle: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(volume_handle.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots() -> Vec<PathBuf> {
+        vec![
+            PathBuf::from("/var/lib/kubelet"),
+            PathBuf::from("/var/snap/microk8s/common/var/lib/kubelet"),
+        ]
+    }
+    fn c(p: &str) -> Option<Kind> {
+        classify(Path::new(p), &roots()).map(|k| k.kind)
+    }
+
+    #[test]
+    fn pod_csi_volume() {
+        assert_eq!(
+            c("/var/lib/kubelet/pods/8e1f/volumes/kubernetes.io~csi/pvc-a634/mount"),
+            Some(Kind::PodVolume {
+                pod_uid: "8e1f".into(),
+                plugin: "kubernetes.io~csi".into(),
+                name: "pvc-a634".into()
+            })
+        );
+    }
+
+    #[test]
+    fn microk8s_root_and_in_tree_plugin() {
+        let k = classify(
+            Path::new("/var/snap/microk8s/common/var/lib/kubelet/pods/u1/volumes/kubernetes.io~iscsi/pvc-1"),
+            &roots(),
+        )
+        .unwrap();
+        assert_eq!(
+            k.root,
+            PathBuf::from("/var/snap/microk8s/common/var/lib/kubelet")
+        );
+        assert_eq!(k.volume_name(), Some("pvc-1"));
+        assert!(!k.is_csi());
+    }
+
+    #[test]
+    fn non_pv_volumes_are_ignored() {
+        assert_eq!(
+            c("/var/lib/kubelet/pods/u/volumes/kubernetes.io~projected/kube-api-access-x"),
+            None
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/cache"),
+            None
+        );
+        assert_eq!(c("/var/lib/kubelet"), None);
+        assert_eq!(c("/var/lib/kubelet/pods/u/containers/x"), None);
+        assert_eq!(c("/srv/other"), None);
+    }
+
+    #[test]
+    fn staging_both_schemes() {
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/csi/jiva.csi.openebs.io/0f3a9c/globalmount"),
+            Some(Kind::CsiStaging {
+                driver: Some("jiva.csi.openebs.io".into()),
+                pv: None,
+                hash: Some("0f3a9c".into())
+            })
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-81b6/globalmount"),
+            Some(Kind::CsiStaging {
+                driver: None,
+                pv: Some("pvc-81b6".into()),
+                hash: None
+            })
+        );
+    }
+
+    #[test]
+    fn block_mode_and_subpaths() {
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-b/u9"),
+            Some(Kind::PodBlock {
+                pod_uid: Some("u9".into()),
+                name: "pvc-b".into()
+            })
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-b"),
+            Some(Kind::BlockStaging { pv: "pvc-b".into() })
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/pods/u/volume-subpaths/pvc-x/app/0"),
+            Some(Kind::PodSubpath {
+                pod_uid: "u".into(),
+                volume: "pvc-x".into(),
+                container: "app".into()
+            })
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/iscsi/iface-default/10.0.0.1:3260-iqn.x-lun-0"),
+            Some(Kind::PluginDevice { plugin: "iscsi".into() })
+        );
+    }
+
+    #[test]
+    fn vol_data() {
+        let v = parse_vol_data(r#"{"attachmentID":"csi-123","driverName":"driver.longhorn.io","nodeName":"worker-04","specVolID":"pvc-81b676e6","volumeHandle":"pvc-81b676e6","volumeLifecycleMode":"Persistent","extra":1}"#).unwrap();
+        assert_eq!(v.spec_vol_id.as_deref(), Some("pvc-81b676e6"));
+        assert_eq!(v.driver_name.as_deref(), Some("driver.longhorn.io"));
+        assert_eq!(parse_vol_data("{}").unwrap(), VolData::default());
+        assert!(parse_vol_data("{\"specVolID\":").is_err());
+        assert_eq!(
+            vol_data_path(Path::new("/k/plugins/kubernetes.io/csi/d/h/globalmount")),
+            Some(PathBuf::from(
+                "/k/plugins/kubernetes.io/csi/d/h/vol_data.json"
+            ))
+        );
+    }
+
+    #[test]
+    fn staging_hash_is_sha256_hex() {
+        // FIPS 180-4 test vector for "abc".
+        assert_eq!(
+            staging_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! `/proc/<pid>/mountinfo`, parsed exactly (proc(5)):
+//!
+//! `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
+//!
+//! mount id, parent id, major:minor, root, mount point, per-mount options, optional fields
+//! ending with `-`, filesystem type, source, super options. Root, mount point and source escape
+//! space, tab, newline and backslash as `\040 \011 \012 \134`.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mount {
+    pub id: u64,
+    pub parent: u64,
+    pub major: u32,
+    pub minor: u32,
+    /// The path inside the filesystem that is mounted here (`/` unless a bind of a subdirectory).
+    pub root: String,
+    pub mount_point: PathBuf,
+    /// Per-mount options (`ro` here alone = a read-only bind).
+    pub mount_options: Vec<String>,
+    pub optional: Vec<String>,
+    pub fstype: String,
+    pub source: String,
+    /// Options of the filesystem itself (the superblock).
+    pub super_options: Vec<String>,
+}
+
+impl Mount {
+    pub fn mount_ro(&self) -> bool {
+        self.mount_options.iter().any(|o| o == "ro")
+    }
+    pub fn super_ro(&self) -> bool {
+        self.super_options.iter().any(|o| o == "ro")
+    }
+    pub fn has_super_option(&self, name: &str) -> bool {
+        self.super_options
+            .iter()
+            .any(|o| o == name || o.split_once('=').is_some_and(|(k, _)| k == name))
+    }
+    pub fn super_option_value(&self, name: &str) -> Option<&str> {
+        self.super_options.iter().find_map(|o| {
+            o.split_once('=')
+                .filter(|(k, _)| *k == name)
+                .map(|(_, v)| v)
+        })
+    }
+    /// `maj:min` of the filesystem.
+    pub fn dev(&self) -> String {
+        format!("{}:{}", self.major, self.minor)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: line {line}: {reason}: {excerpt}")]
+pub struct ParseError {
+    pub path: String,
+    pub line: usize,
+    pub reason: &'static str,
+    pub excerpt: String,
+}
+
+/// Undo the kernel's octal escapes (`\040` etc.). Unknown escapes are kept as they are.
+pub fn unescape(s: &str) -> String {
+    if !s.contains('\\') {
+        return s.to_string();
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            let oct = &b[i + 1..i + 4];
+            if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
+                let v = (oct[0] - b'0') as u32 * 64
+                    + (oct[1] - b'0') as u32 * 8
+                    + (oct[2] - b'0') as u32;
+                if v <= 255 {
+                    out.push(v as u8);
+                    i += 4;
+                    continue;
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_line(line: &str) -> Result<Mount, &'static str> {
+    let mut f = line.split(' ');
+    let mut next = |what: &'static str| f.next().filter(|s| !s.is_empty()).ok_or(what);
+    let id = next("missing mount id")?
+        .parse()
+        .map_err(|_| "mount id is not a number")?;
+    let parent = next("missing parent id")?
+        .parse()
+        .map_err(|_| "parent id is not a number")?;
+    let (maj, min) = next("missing major:minor")?
+        .split_once(':')
+        .ok_or("major:minor without ':'")?;
+    let major = maj.parse().map_err(|_| "major is not a number")?;
+    let minor = min.parse().map_err(|_| "minor is not a number")?;
+    let root = unescape(next("missing root")?);
+    let mount_point = PathBuf::from(unescape(next("missing mount point")?));
+    let mount_options = next("missing mount options")?
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let mut optional = Vec::new();
+    loop {
+        let v = next("missing '-' separator")?;
+        if v == "-" {
+            break;
+        }
+        optional.push(v.to_string());
+    }
+    let fstype = next("missing filesystem type")?.to_string();
+    // The source may be empty on some filesystems ("none" normally); tolerate an empty field.
+    let rest: Vec<&str> = f.collect();
+    let (source, super_opts) = match rest.as_slice() {
+        [src, opts] => (unescape(src), *opts),
+        [src, opts, extra @ ..] if extra.iter().all(|e| e.is_empty()) => (unescape(src), *opts),
+        [opts] => (String::new(), *opts),
+        _ => return Err("missing source or super options"),
+    };
+    if super_opts.is_empty() {
+        return Err("empty super options");
+    }
+    Ok(Mount {
+        id,
+        parent,
+        major,
+        minor,
+        root,
+        mount_point,
+        mount_options,
+        optional,
+        fstype,
+        source,
+        super_options: super_opts.split(',').map(str::to_string).collect(),
+    })
+}
+
+/// Parse a whole mountinfo text. The first garbled line is an error naming it.
+pub fn parse(text: &str, path: &str) -> Result<Vec<Mount>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Ok(m) => out.push(m),
+            Err(reason) => {
+                return Err(ParseError {
+                    path: path.to_string(),
+                    line: i + 1,
+                    reason,
+                    excerpt: plugin::render::truncate(&plugin::sanitize(line), 120),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Read and parse a mountinfo file. Errors are one line an operator understands.
+pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
+    let text = String::from_utf8_lossy(&bytes);
+    if text.trim().is_empty() {
+        return Err(format!("{} is empty: not a mount table", path.display()));
+    }
+    parse(&text, &path.display().to_string()).map_err(|e| format!("garbled mount table: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+1290 29 8:32 / /var/lib/kubelet/plugins/kubernetes.io/csi/jiva.csi.openebs.io/0f3a/globalmount rw,relatime shared:620 - ext4 /dev/sdc rw,emergency_ro,stripe=256
+1301 29 8:32 / /var/lib/kubelet/pods/8e1f6a2c-1111-2222-3333-444455556666/volumes/kubernetes.io~csi/pvc-a634b9a3/mount ro,relatime shared:620 - ext4 /dev/sdc rw
+77 29 0:44 / /mnt/with\\040space\\011tab rw - fuse.bindfs /src\\134dir rw,user_id=0
+";
+
+    #[test]
+    fn parses_fields_and_options() {
+        let m = parse(SAMPLE, "t").unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].id, 36);
+        assert_eq!(m[0].parent, 35);
+        assert_eq!((m[0].major, m[0].minor), (98, 0));
+        assert_eq!(m[0].root, "/mnt1");
+        assert_eq!(m[0].optional, vec!["master:1"]);
+        assert_eq!(m[0].fstype, "ext3");
+        assert_eq!(m[0].source, "/dev/root");
+        assert_eq!(m[0].super_option_value("errors"), Some("continue"));
+        assert!(m[1].has_super_option("emergency_ro"));
+        assert!(!m[1].super_ro());
+        assert!(m[2].mount_ro() && !m[2].super_ro());
+        assert_eq!(m[1].dev(), "8:32");
+    }
+
+    #[test]
+    fn octal_escapes() {
+        let m = parse(SAMPLE, "t").unwrap();
+        assert_eq!(m[3].mount_point, PathBuf::from("/mnt/with space\ttab"));
+        assert_eq!(m[3].source, "/src\\dir");
+        assert_eq!(unescape("a\\012b"), "a\nb");
+        assert_eq!(unescape("trailing\\"), "trailing\\");
+        assert_eq!(unescape("\\04"), "\\04");
+        assert_eq!(unescape("\\777"), "\\777");
+    }
+
+    #[test]
+    fn no_optional_fields() {
+        let m = parse("20 1 0:5 / /dev rw - devtmpfs udev rw,size=1k\n", "t").unwrap();
+        assert!(m[0].optional.is_empty());
+        assert_eq!(m[0].source, "udev");
+    }
+
+    #[test]
+    fn many_optional_fields() {
+        let m = parse(
+            "20 1 0:5 / /x rw shared:1 master:2 propagate_from:3 unbindable - tmpfs tmpfs rw\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(m[0].optional.len(), 4);
+    }
+
+    #[test]
+    fn garbled_and_truncated_lines_name_the_line() {
+        let text =
+            format!("{SAMPLE}1290 29 8:32 / /var/lib/kubelet/pods/x rw,relatime shared:620\n");
+        let e = parse(&text, "/proc/self/mountinfo").unwrap_err();
+        assert_eq!(e.line, 5);
+        assert_eq!(e.reason, "missing '-' separator");
+        assert!(e.to_string().contains("/proc/self/mountinfo: line 5"));
+        for bad in [
+            "x 1 0:5 / /x rw - tmpfs t rw",
+            "1 1 05 / /x rw - tmpfs t rw",
+            "1 1 a:5 / /x rw - tmpfs t rw",
+            "1 1 0:5 / /x rw -",
+            "1 1 0:5 / /x rw - tmpfs",
+            "1",
+            "1 1 0:5 / /x rw - tmpfs src opts extra",
+        ] {
+            assert!(parse(bad, "t").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_does_not_panic() {
+        let bytes = b"20 1 0:5 / /x\xff\xfe rw - tmpfs t rw\n";
+        let text = String::from_utf8_lossy(bytes);
+        let m = parse(&text, "t").unwrap();
+        assert!(m[0].mount_point.to_string_lossy().contains('\u{FFFD}'));
+    }
+}
