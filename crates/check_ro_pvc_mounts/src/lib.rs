@@ -9,6 +9,7 @@
 //! - the mount point no longer answers (`stat` EIO: XFS shut down; EROFS; or no answer at all);
 //! - ext4 recorded errors on 6.12–6.14, which show no marker at all (reported as presumed read-only);
 //! - a block-mode volume whose device has its read-only flag set.
+//!
 //! A read-only *bind* (per-mount `ro` over a `rw` superblock: a `readOnly: true` volume) is not
 //! an alarm. Recorded ext4 errors on a filesystem that is still writable are a WARNING.
 
