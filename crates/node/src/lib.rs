@@ -3,6 +3,7 @@
 //! runs on the node and in a container that mounts the host at `/host`.
 
 pub mod host;
+pub mod iscsi;
 pub mod kubelet;
 pub mod mountinfo;
 pub mod probe;
