@@ -354,13 +354,13 @@ fn judge_session(
             Status::Critical,
             "FAILED (in recovery)",
             format!(
-                "FAILED: the connection is lost and recovery is running; I/O is blocked until the target returns, and after recovery_tmo ({tmo_text}) its disks go offline"
+                "the connection is lost and recovery is running; I/O is blocked until the target returns, and after recovery_tmo ({tmo_text}) its disks go offline"
             ),
         )),
         Attr::Value(v) if v == "FREE" => problems.push(Problem::new(
             Status::Critical,
             "FREE (recovery timed out)",
-            "FREE: recovery timed out; I/O to its disks fails and filesystems on them abort (ext4 remounts read-only)",
+            "recovery timed out; I/O to its disks fails and filesystems on them abort (ext4 remounts read-only)",
         )),
         Attr::Value(v) => problems.push(Problem::new(
             Status::Critical,
