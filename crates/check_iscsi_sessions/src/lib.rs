@@ -17,10 +17,10 @@ its connections and its SCSI disks. Each disk is mapped through the mount table 
 and, under a kubelet root, to the PersistentVolume it backs.
 
 CRITICAL: a session not LOGGED_IN (FAILED = in recovery, FREE = recovery timed out); a connection
-not up; a disk offline, transport-offline or deleted; fewer sessions than --min-sessions; an
+not up; a disk offline, transport-offline or deleted; fewer sessions than --min-sessions, or an
 --expect-target with no logged-in session.
-WARNING: recovery_tmo below --min-recovery-timeout; a disk blocked (recovery in progress); a
-logged-in session without a disk; two sessions to the same target and portal.
+WARNING: a disk blocked (recovery in progress); a logged-in session without a disk; two sessions
+to the same target and portal; recovery_tmo below --min-recovery-timeout.
 UNKNOWN: an attribute the decision needs cannot be read (the file is named).";
 
 fn parse_regex(s: &str) -> Result<Regex, String> {
@@ -76,7 +76,7 @@ pub struct Opts {
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     pub include: Vec<Regex>,
 
-    /// Skip sessions whose target IQN matches REGEX (repeatable; wins over --include)
+    /// Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     pub exclude: Vec<Regex>,
 }
