@@ -297,7 +297,12 @@ pub fn read(sys: &Path) -> Result<Sessions, String> {
         else {
             continue;
         };
-        sessions.push(read_session(&name, sid, &path));
+        let s = read_session(&name, sid, &path);
+        // Logged out while we read it: the class entry is gone. Not a session any more.
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        sessions.push(s);
     }
     Ok(Sessions {
         class_present: true,
