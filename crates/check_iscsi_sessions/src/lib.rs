@@ -24,7 +24,18 @@ to the same target and portal; recovery_tmo below --min-recovery-timeout.
 UNKNOWN: an attribute the decision needs cannot be read (the file is named).";
 
 fn parse_regex(s: &str) -> Result<Regex, String> {
-    Regex::new(s).map_err(|e| format!("invalid regex '{s}': {e}"))
+    // regex's syntax errors span lines (pattern, caret, reason): keep the reason, on one line.
+    Regex::new(s).map_err(|e| {
+        let text = e.to_string();
+        let reason = text
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_string();
+        format!("invalid regex '{s}': {reason}")
+    })
 }
 
 fn parse_secs(s: &str) -> Result<u64, String> {

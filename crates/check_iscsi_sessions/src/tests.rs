@@ -561,3 +561,10 @@ fn summary_caps_the_list() {
     );
     assert!(r.summary.ends_with("; +3 more"), "{}", r.summary);
 }
+
+#[test]
+fn regex_errors_are_one_line_with_the_reason() {
+    let e = parse_regex("(").unwrap_err();
+    assert_eq!(e, "invalid regex '(': unclosed group");
+    assert!(parse_regex("jiva:pvc-").is_ok());
+}
