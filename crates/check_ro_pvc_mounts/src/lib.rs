@@ -167,10 +167,6 @@ pub fn group(
 pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let host = Host::from_option(o.host_root.as_deref());
     let sys = o.sys.clone().unwrap_or_else(|| host.sys());
-    ctx.stage("reading the mount table");
-    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
-    ctx.debug(format!("mount table: {}", mi.display()));
-    let mounts = node::mountinfo::read(&mi).map_err(Unknown)?;
     let roots = kubelet::roots(&o.kubelet_root, &host);
     if roots.is_empty() {
         return Err(Unknown(format!(
@@ -186,6 +182,23 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    ctx.stage("reading the mount table");
+    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    ctx.debug(format!("mount table: {}", mi.display()));
+    // Only mounts below a kubelet root matter; every line is still validated.
+    let prefixes: Vec<String> = roots
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/",
+                node::mountinfo::escape(&r.to_string_lossy()).trim_end_matches('/')
+            )
+        })
+        .collect();
+    let mounts = node::mountinfo::read_with(&mi, |mp| {
+        prefixes.iter().any(|p| mp.starts_with(p.as_str()))
+    })
+    .map_err(Unknown)?;
     let mut volumes = group(&mounts, &roots, o.include.as_ref(), o.exclude.as_ref());
 
     ctx.stage("reading filesystem error state from sysfs");
