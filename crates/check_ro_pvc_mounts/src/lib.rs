@@ -182,6 +182,20 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    // Without the right to look into the kubelet's directories every probe would fail with
+    // EACCES: say what is missing instead of reporting every volume as broken.
+    for r in &roots {
+        let pods = host.mount_path(r.join("pods"));
+        if let Err(e) = std::fs::read_dir(&pods) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(Unknown(format!(
+                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
+                    r.join("pods").display(),
+                    node::errtext(&e)
+                )));
+            }
+        }
+    }
     ctx.stage("reading the mount table");
     let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
     ctx.debug(format!("mount table: {}", mi.display()));
