@@ -5,6 +5,7 @@
 pub mod fsstate;
 pub mod host;
 pub mod kubelet;
+pub mod logs;
 pub mod mountinfo;
 pub mod probe;
 
