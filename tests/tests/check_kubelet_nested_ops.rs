@@ -479,3 +479,45 @@ fn unreadable_sources_are_unknown() {
         .run();
     out.assert_status(NAME, 3);
 }
+
+#[test]
+fn a_journal_this_user_cannot_read_is_unknown_naming_the_groups() {
+    let test = "a_journal_this_user_cannot_read_is_unknown_naming_the_groups";
+    if !need_journal_remote(test) || !e2e::need_root(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("journal");
+    let t = now_secs();
+    write_journal(
+        &jdir,
+        "x",
+        &entries(
+            "kubelet.service",
+            &[(
+                t,
+                klog_header(t) + &nested_op_msg(t, LONGHORN, "pvc-a", "", 500, "x"),
+            )],
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.path(), jdir.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // systemd-journal-remote writes 0640 root:root files, as journald does (group systemd-journal).
+    let bin = e2e::bin("check_kubelet_nested_ops");
+    for extra in [&[][..], &["--journal-unit", "kubelet.service"][..]] {
+        let out = Cmd::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&bin)
+            .arg("--journal-dir")
+            .arg(&jdir)
+            .args(extra)
+            .run();
+        out.assert_status(NAME, 3);
+        assert!(out.first_line().contains("systemd-journal"), "{out:?}");
+    }
+    // Root reads it.
+    let out = check().arg("--journal-dir").arg(&jdir).run();
+    out.assert_status(NAME, 1);
+}

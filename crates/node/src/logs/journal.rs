@@ -111,7 +111,9 @@ fn finish(child: &mut Child, timed_out: bool) -> Option<i32> {
 
 fn permission_hint(stderr: &str) -> Option<String> {
     let l = stderr.to_ascii_lowercase();
-    (l.contains("insufficient permission") || l.contains("not seeing messages from other users"))
+    (l.contains("insufficient permission")
+        || l.contains("not seeing messages from other users")
+        || l.contains("permission denied"))
         .then(|| {
             "the journal is not readable by this user: run the check as a member of group systemd-journal (or adm), or as root".to_string()
         })
