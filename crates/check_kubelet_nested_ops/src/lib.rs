@@ -43,7 +43,7 @@ WARNING: a volume operation failed within --window.
 CRITICAL: a volume has kept failing for longer than --stuck, or its retry backoff sits at the
 kubelet's maximum (2m2s). -w/-c ranges on the number of failing volumes override both.
 
-Without --state-dir every run reads the window (the journal with --since; files whole). With
+Without --state-dir every run reads the window (the journal from the window start, files whole). With
 --state-dir the journal cursor and each file's inode+offset are kept (one file per source,
 written atomically), so a big log is read once, and the failures of the window are kept too.";
 
