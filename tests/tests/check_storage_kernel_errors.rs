@@ -257,3 +257,34 @@ fn quiet_and_garbled_inputs() {
     let out = Cmd::check(BIN).args(["--critical-pattern", "("]).run();
     out.assert_status(NAME, 3);
 }
+
+#[test]
+fn real_xfs_shutdown_is_reported_and_mapped_to_the_pod_volume() {
+    let test = "real_xfs_shutdown_is_reported_and_mapped_to_the_pod_volume";
+    if !e2e::need_root(test) || !e2e::need_tool(test, "mkfs.xfs") || !e2e::need_tool(test, "xfs_io")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ns = Ns::new();
+    let kt = KubeletTree::new(tmp.path());
+    let pv = format!("pvc-xfs{}", std::process::id());
+    let mp = kt.pod_csi_mount("9c0ffee0-uid", &pv, "jiva.csi.openebs.io");
+    let dev = ns.loop_fs(&tmp.path().join("xfs.img"), 320, "mkfs.xfs -q -f", "", &mp);
+    let name = dev.trim_start_matches("/dev/").to_string();
+    ns.sh(&format!("xfs_io -x -c shutdown '{}'", mp.display()));
+    let out = ns
+        .check(BIN)
+        .args(["--window", "10m", "--max-output", "65536", "-v"])
+        .arg("--kubelet-root")
+        .arg(&kt.root)
+        .run();
+    out.assert_status(NAME, 2);
+    let want = format!("XFS shut down on {name} → {pv}");
+    assert!(
+        out.stdout.contains(&want),
+        "missing {want:?}:\n{}",
+        out.stdout
+    );
+    assert!(out.perf("xfs_shutdown").unwrap() >= 1.0);
+}
