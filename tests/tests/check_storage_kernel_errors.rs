@@ -234,6 +234,13 @@ fn record_file_state_by_sequence_and_boot_id() {
     let out = run();
     assert!(out.stdout.contains("rebooted"), "{out:?}");
     assert_eq!(out.perf("remount_ro"), Some(1.0), "{out:?}");
+    // Records lost between runs (the ring buffer wrapped): said, not silent.
+    std::fs::write(&f, rec(20, 20_000, 6, "EXT4-fs (vda): mounted filesystem")).unwrap();
+    let out = run();
+    assert!(
+        out.stdout.contains("11 records were overwritten"),
+        "{out:?}"
+    );
 }
 
 #[test]

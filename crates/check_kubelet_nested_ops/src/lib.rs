@@ -88,7 +88,7 @@ pub struct Opts {
     #[arg(long = "state-dir", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Host root in container mode: the journal is read from <DIR>/var/log/journal
+    /// Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)
     #[arg(long = "host-root", value_name = "DIR")]
     pub host_root: Option<PathBuf>,
 
@@ -436,10 +436,17 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
     let tz = time::SystemTz;
     let lookback = opts.lookback_ms();
     let mut data = Data::default();
-    let journal_dir = opts
-        .journal_dir
-        .clone()
-        .or_else(|| opts.host_root.as_ref().map(|r| r.join("var/log/journal")));
+    let journal_dir = opts.journal_dir.clone().or_else(|| {
+        // The persistent journal, else the volatile one (Storage=volatile/auto without /var/log/journal).
+        opts.host_root.as_ref().map(|r| {
+            let persistent = r.join("var/log/journal");
+            if persistent.is_dir() {
+                persistent
+            } else {
+                r.join("run/log/journal")
+            }
+        })
+    });
     // Journal.
     let units: Vec<String> = if !opts.journal_unit.is_empty() {
         opts.journal_unit.clone()

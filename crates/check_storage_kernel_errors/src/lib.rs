@@ -437,8 +437,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     let mut last_seq = st.last_seq;
     let mut events = std::mem::take(&mut st.events);
     ctx.stage(format!("reading {}", kmsg_path.display()));
+    let mut first_seq: Option<u64> = None;
     let res = kmsg::read(&kmsg_path, deadline, |r| {
         data.records += 1;
+        first_seq.get_or_insert(r.seq);
         last_seq = Some(last_seq.map_or(r.seq, |s| s.max(r.seq)));
         if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
             return;
@@ -471,6 +473,16 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         }
         Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
     };
+    if let (Some(a), Some(f)) = (after, first_seq) {
+        if f > a + 1 {
+            data.notes.push(format!(
+                "{} records were overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
+                f - a - 1,
+                a + 1,
+                f - 1
+            ));
+        }
+    }
     data.overwritten = stats.overwritten;
     data.complete = stats.complete;
     if window_ms > 0 {
