@@ -64,7 +64,7 @@ pub struct Opts {
     #[arg(long = "journal-unit", value_name = "UNIT")]
     pub journal_unit: Vec<String>,
 
-    /// Journal directory (journalctl --directory): a host journal mounted into a container
+    /// Journal directory, given to journalctl as --directory, for a host journal mounted into a container
     #[arg(long = "journal-dir", value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
 
