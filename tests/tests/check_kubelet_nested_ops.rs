@@ -521,3 +521,52 @@ fn a_journal_this_user_cannot_read_is_unknown_naming_the_groups() {
     let out = check().arg("--journal-dir").arg(&jdir).run();
     out.assert_status(NAME, 1);
 }
+
+#[test]
+fn a_hanging_journalctl_is_killed_at_the_deadline() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("journalctl");
+    // Prints one failure entry, then hangs the way a journalctl stuck on a huge journal would.
+    let t = now_secs();
+    let entry = serde_json::json!({
+        "__CURSOR": "s=1;i=1",
+        "__REALTIME_TIMESTAMP": format!("{}", t * 1_000_000),
+        "_SYSTEMD_UNIT": "kubelet.service",
+        "MESSAGE": klog_header(t) + &nested_op_msg(t, LONGHORN, "pvc-hang", "", 500, "MountVolume.MountDevice failed for volume \"pvc-hang\""),
+    });
+    let pidfile = dir.path().join("pid");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\ncat <<'EOF_J'\n{entry}\nEOF_J\nexec sleep 600\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = check()
+        .args(["--journal-unit", "kubelet.service", "-t", "2", "-v"])
+        .arg("--journalctl")
+        .arg(&fake)
+        .run();
+    out.assert_status(NAME, 1);
+    assert!(out.first_line().contains("pvc-hang"), "{out:?}");
+    assert!(out.stdout.contains("stopped at the deadline"), "{out:?}");
+    assert!(out.elapsed < std::time::Duration::from_secs(5), "{out:?}");
+    // The child was killed, not left behind.
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "journalctl child {pid} still runs"
+    );
+    // Nothing at all before the deadline: UNKNOWN, never a silent OK.
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    let out = check()
+        .args(["--journal-unit", "kubelet.service", "-t", "2"])
+        .arg("--journalctl")
+        .arg(&fake)
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("deadline"), "{out:?}");
+}
