@@ -11,6 +11,7 @@
 //!   detach themselves (autoclear).
 
 pub mod logs;
+pub mod sysfs;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
