@@ -624,6 +624,10 @@ impl Check for Opts {
         &self.common
     }
 
+    fn reads_stdin(&self) -> bool {
+        self.log_file.iter().any(|p| p.as_os_str() == "-")
+    }
+
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         if self.window.is_zero() {
             return Err(Unknown("--window must be greater than 0".into()));
