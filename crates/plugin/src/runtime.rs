@@ -172,6 +172,12 @@ pub trait Check: clap::Parser + Send + Sync + 'static {
 
     fn common(&self) -> &CommonArgs;
 
+    /// True when this run reads its standard input (e.g. `--log-file -`): the worker keeps it
+    /// instead of reading /dev/null.
+    fn reads_stdin(&self) -> bool {
+        false
+    }
+
     /// Gather and evaluate. Every I/O happens here, bounded by `ctx.deadline()`.
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown>;
 }
@@ -520,7 +526,9 @@ fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
         libc::close(rd);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
-            libc::dup2(null, 0);
+            if !opts.reads_stdin() {
+                libc::dup2(null, 0);
+            }
             libc::dup2(null, 1);
             libc::dup2(null, 2);
             if null > 2 {
