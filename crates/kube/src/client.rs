@@ -38,7 +38,7 @@ pub struct Client {
     ca_from: String,
     source: String,
     /// Requests made: `(method path?query, status, items)` for `-vv` and tests.
-    pub log: std::sync::Mutex<Vec<String>>,
+    log: std::sync::Mutex<Vec<String>>,
 }
 
 fn pem_items(pem: &[u8], what: &str) -> Result<Vec<PemItem<'static>>, Unknown> {
@@ -188,6 +188,12 @@ impl Client {
 
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The requests made so far, one line each (`GET path?query -> 200, page 1: 500 items`), for
+    /// `-vv`. Continue tokens are elided; no credentials are ever part of them.
+    pub fn requests(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// GET `path` with query pairs; returns the response if it is 2xx, else the mapped error.
