@@ -1,1 +1,424 @@
+//! End-to-end harness: runs the release-built binaries as an operator would, against real things
+//! (loop-device filesystems in a private mount namespace, FUSE daemons, NRPE, the test API server).
+//!
+//! - [`bin`] builds the release binaries once per test process (`cargo build --release --bins`)
+//!   and returns a binary's path; `E2E_BIN_DIR` points at prebuilt ones instead.
+//! - [`run`] / [`Cmd`] run a binary and check the plugin protocol on its answer.
+//! - [`need_root`] decides whether a privileged test can run: not root → `skipped: needs root`,
+//!   but with `CI=true` a skip is a failure.
+//! - [`Ns`] is a private mount namespace held open by a helper process: mounts made in it vanish
+//!   when it is dropped (or when the test process dies), and loop devices mounted with `-o loop`
+//!   detach themselves (autoclear).
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace root (parent of tests/).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Directory holding the release binaries, built once per test process.
+pub fn bin_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Ok(d) = std::env::var("E2E_BIN_DIR") {
+            return PathBuf::from(d);
+        }
+        let root = workspace_root();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--release", "--workspace", "--bins", "--quiet"])
+            .status()
+            .expect("run cargo build --release");
+        assert!(status.success(), "cargo build --release failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
+        target.join("x86_64-unknown-linux-gnu/release")
+    })
+    .clone()
+}
+
+/// Path of a release binary of the suite.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} was not built", p.display());
+    p
+}
+
+/// Every check binary of the suite that exists in the workspace (crates/check_*).
+pub fn all_checks() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(workspace_root().join("crates"))
+        .expect("crates/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("check_"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// What a run printed and how it ended.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn first_line(&self) -> &str {
+        self.stdout.lines().next().unwrap_or("")
+    }
+
+    /// The status word of the first line (`OK`, `WARNING`, ...).
+    pub fn status(&self) -> &str {
+        self.first_line().split(' ').nth(1).unwrap_or("")
+    }
+
+    /// Assert the plugin protocol: exit code 0..3, `NAME STATUS - ...` first line whose status
+    /// matches the exit code, at most one `|` in the whole output and only on the first line.
+    pub fn assert_protocol(&self, name: &str) -> &Self {
+        assert!(
+            (0..=3).contains(&self.code),
+            "exit code {} outside 0..3: {self:?}",
+            self.code
+        );
+        let want = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][self.code as usize];
+        let prefix = format!("{name} {want} - ");
+        assert!(
+            self.first_line().starts_with(&prefix),
+            "first line should start with {prefix:?}: {self:?}"
+        );
+        assert!(self.first_line().len() <= 1024, "first line over 1 KiB");
+        for l in self.stdout.lines().skip(1) {
+            assert!(!l.contains('|'), "a '|' outside the first line: {l:?}");
+        }
+        self
+    }
+
+    /// Assert exit code and status word together.
+    pub fn assert_status(&self, name: &str, code: i32) -> &Self {
+        self.assert_protocol(name);
+        assert_eq!(self.code, code, "unexpected exit code: {self:?}");
+        self
+    }
+
+    /// A perfdata value by label from the first line.
+    pub fn perf(&self, label: &str) -> Option<f64> {
+        let (_, perf) = self.first_line().split_once(" | ")?;
+        perf.split(' ').find_map(|item| {
+            let (l, rest) = item.split_once('=')?;
+            if l.trim_matches('\'') != label {
+                return None;
+            }
+            let v: String = rest
+                .split(';')
+                .next()?
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+                .collect();
+            v.parse().ok()
+        })
+    }
+}
+
+/// A command to run, with optional stdin and environment.
+pub struct Cmd {
+    cmd: Command,
+    stdin: Option<Vec<u8>>,
+}
+
+impl Cmd {
+    pub fn new(program: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        Cmd {
+            cmd: Command::new(program),
+            stdin: None,
+        }
+    }
+    /// A suite binary by name.
+    pub fn check(name: &str) -> Cmd {
+        Cmd::new(bin(name))
+    }
+    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        self.cmd.arg(a);
+        self
+    }
+    pub fn args<I, S>(mut self, a: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.cmd.args(a);
+        self
+    }
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        self.cmd.env(k, v);
+        self
+    }
+    pub fn env_remove(mut self, k: &str) -> Cmd {
+        self.cmd.env_remove(k);
+        self
+    }
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Cmd {
+        self.stdin = Some(data.into());
+        self
+    }
+    pub fn run(mut self) -> Output {
+        let start = Instant::now();
+        self.cmd
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.cmd.spawn().expect("spawn");
+        if let Some(data) = self.stdin.take() {
+            let mut si = child.stdin.take().expect("stdin");
+            std::thread::spawn(move || {
+                let _ = si.write_all(&data);
+            });
+        }
+        let out = child.wait_with_output().expect("wait");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed: start.elapsed(),
+        }
+    }
+}
+
+/// Run a suite binary with arguments.
+pub fn run<I, S>(name: &str, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Cmd::check(name).args(args).run()
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// True when a privileged test may run. Not root: prints `skipped: needs root` and returns false,
+/// unless `CI=true`, where a skip is a failure.
+pub fn need_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: needs root, and with CI=true a skip is a failure");
+    }
+    println!("{test}: skipped: needs root");
+    false
+}
+
+/// True when an external tool exists; with CI=true a missing tool is a failure (.ci/run installs it).
+pub fn need_tool(test: &str, tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if found {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: needs {tool}, and with CI=true a skip is a failure");
+    }
+    println!("{test}: skipped: needs {tool}");
+    false
+}
+
+/// A private mount namespace, held open by a helper process until dropped.
+///
+/// The holder is `unshare -m --propagation private cat`: it lives as long as its stdin pipe, so
+/// the namespace (and every mount in it) goes away even when the test process dies. Commands run
+/// inside with `nsenter -t <pid> -m`.
+pub struct Ns {
+    holder: Child,
+    /// Background processes started in the namespace (FUSE daemons...), killed on drop.
+    pids: Vec<i32>,
+}
+
+impl Ns {
+    pub fn new() -> Ns {
+        let holder = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("unshare -m (needs root)");
+        let ns = Ns {
+            holder,
+            pids: Vec::new(),
+        };
+        // Wait until the holder is inside its own namespace: its mnt ns differs from ours.
+        let mine = std::fs::read_link("/proc/self/ns/mnt").expect("own mnt ns");
+        let path = format!("/proc/{}/ns/mnt", ns.pid());
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(theirs) = std::fs::read_link(&path) {
+                if theirs != mine {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < until,
+                "unshare did not enter a new namespace"
+            );
+            std::thread::yield_now();
+        }
+        ns
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.holder.id()
+    }
+
+    /// A command that runs inside the namespace.
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        Cmd::new("nsenter")
+            .arg("-t")
+            .arg(self.pid().to_string())
+            .arg("-m")
+            .arg("--")
+            .arg(program)
+    }
+
+    /// Run a suite binary inside the namespace.
+    pub fn check(&self, name: &str) -> Cmd {
+        self.cmd(bin(name))
+    }
+
+    /// Run a shell script inside the namespace; panics with its output if it fails.
+    pub fn sh(&self, script: &str) -> Output {
+        let out = self.cmd("sh").arg("-ec").arg(script).run();
+        assert_eq!(out.code, 0, "script failed:\n{script}\n{out:?}");
+        out
+    }
+
+    /// Run a shell script inside the namespace and return its output whatever it exits with.
+    pub fn sh_any(&self, script: &str) -> Output {
+        self.cmd("sh").arg("-c").arg(script).run()
+    }
+
+    /// Make a filesystem image of `size_mb` MiB with `mkfs_cmd` (e.g. `mkfs.ext4 -q -F`) and mount
+    /// it with `-o loop,<opts>` at `mount_point` (created). Returns the loop device (`/dev/loopN`).
+    pub fn loop_fs(
+        &self,
+        image: &Path,
+        size_mb: u32,
+        mkfs_cmd: &str,
+        opts: &str,
+        mount_point: &Path,
+    ) -> String {
+        let o = if opts.is_empty() {
+            "loop".to_string()
+        } else {
+            format!("loop,{opts}")
+        };
+        self.sh(&format!(
+            "truncate -s {size_mb}M '{img}' && {mkfs_cmd} '{img}' >/dev/null && mkdir -p '{mp}' && mount -o {o} '{img}' '{mp}'",
+            img = image.display(),
+            mp = mount_point.display()
+        ));
+        let out = self.sh(&format!(
+            "findmnt -n -o SOURCE --target '{}'",
+            mount_point.display()
+        ));
+        out.stdout.trim().to_string()
+    }
+
+    /// Remember a background process to kill when the namespace is dropped.
+    pub fn own(&mut self, pid: i32) {
+        self.pids.push(pid);
+    }
+}
+
+impl Default for Ns {
+    fn default() -> Self {
+        Ns::new()
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        for &p in &self.pids {
+            let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+        }
+        // Closing the holder's stdin ends `cat`, which ends the namespace.
+        drop(self.holder.stdin.take());
+        let _ = self.holder.wait();
+    }
+}
+
+/// A kubelet root laid out like a real node's, in a temp directory.
+pub struct KubeletTree {
+    pub root: PathBuf,
+}
+
+impl KubeletTree {
+    pub fn new(base: &Path) -> KubeletTree {
+        let root = base.join("var/lib/kubelet");
+        std::fs::create_dir_all(root.join("pods")).unwrap();
+        std::fs::create_dir_all(root.join("plugins/kubernetes.io/csi")).unwrap();
+        KubeletTree { root }
+    }
+
+    /// `pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`, with vol_data.json beside it.
+    pub fn pod_csi_mount(&self, pod_uid: &str, pv: &str, driver: &str) -> PathBuf {
+        let dir = self
+            .root
+            .join("pods")
+            .join(pod_uid)
+            .join("volumes/kubernetes.io~csi")
+            .join(pv);
+        std::fs::create_dir_all(dir.join("mount")).unwrap();
+        let vd = serde_json::json!({
+            "specVolID": pv, "volumeHandle": pv, "driverName": driver,
+            "nodeName": "node-1", "attachmentID": format!("csi-{pv}"), "volumeLifecycleMode": "Persistent"
+        });
+        std::fs::write(dir.join("vol_data.json"), vd.to_string()).unwrap();
+        dir.join("mount")
+    }
+
+    /// `plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount` with vol_data.json.
+    pub fn staging_mount(&self, driver: &str, handle: &str, sha256_hex: &str) -> PathBuf {
+        let dir = self
+            .root
+            .join("plugins/kubernetes.io/csi")
+            .join(driver)
+            .join(sha256_hex);
+        std::fs::create_dir_all(dir.join("globalmount")).unwrap();
+        let vd = serde_json::json!({"driverName": driver, "volumeHandle": handle});
+        std::fs::write(dir.join("vol_data.json"), vd.to_string()).unwrap();
+        dir.join("globalmount")
+    }
+}
+
+/// sha256 hex of a string via coreutils (the staging directory name of a volume handle).
+pub fn sha256_hex(s: &str) -> String {
+    let out = Cmd::new("sha256sum").stdin(s.as_bytes().to_vec()).run();
+    out.stdout
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
