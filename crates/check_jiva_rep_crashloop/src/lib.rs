@@ -40,8 +40,8 @@ Replicas are the pods in --namespace labelled openebs.io/component=jiva-replica 
 openebs.io/replica=jiva-replica (legacy), or named <pv>-jiva-rep-<N> (StatefulSet) or \
 <pv>-rep-[<N>-]<hash>[-<id>] (legacy Deployments). --selector and --name-regex add other workloads.\n\n\
 A replica is crash-looping when a container waits in CrashLoopBackOff, or restarted more than -w \
-times with the last restart within --restart-window: WARNING, CRITICAL once unhealthy longer than \
---critical-after or restarted more than -c times. Replicas are grouped by PV (label \
+times with the last restart within --restart-window. That is WARNING, and CRITICAL once unhealthy \
+longer than --critical-after or restarted more than -c times. Replicas are grouped by PV (label \
 openebs.io/persistent-volume or the name): fewer healthy replicas than pods is WARNING, no healthy \
 majority is CRITICAL."
 )]

@@ -186,6 +186,11 @@ impl Client {
         })
     }
 
+    /// Tell the client the check's whole `-t`, so that timeout messages quote it.
+    pub fn set_timeout(&mut self, t: Duration) {
+        self.budget = t;
+    }
+
     pub fn server(&self) -> &str {
         &self.server
     }
@@ -354,12 +359,17 @@ impl Client {
                         plugin::fmt_duration(left),
                         plugin::fmt_duration(self.budget)
                     )),
-                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
-                        Unknown(format!(
-                            "API server {server} closed the connection during GET {shown} ({})",
-                            node::errtext(&io)
-                        ))
-                    }
+                    std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe => Unknown(format!(
+                        "API server {server} closed the connection during GET {shown} without a \
+                         complete answer (a proxy or load balancer in between, or the server restarting?)"
+                    )),
+                    _ if io.to_string().contains("lookup address") => Unknown(format!(
+                        "cannot resolve API server host {} (server {server} from {}): {io}",
+                        self.host, self.source
+                    )),
                     _ => Unknown(format!(
                         "API request GET {shown} to {server} failed: {}",
                         node::errtext(&io)
