@@ -235,3 +235,89 @@ pub fn load_pods_json(
 pub fn load_pvs_json(path: &Path, f: impl FnMut(PersistentVolume)) -> Result<usize, Unknown> {
     read_json_list(path, "--pvs-json", f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("kube-lib-test-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn pods_json_is_filtered_like_the_api() {
+        let p = tmpfile(
+            "pods.json",
+            r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[
+              {"metadata":{"name":"a","namespace":"openebs","labels":{"openebs.io/component":"jiva-replica"}},"spec":{"nodeName":"k8s01"}},
+              {"metadata":{"name":"b","namespace":"openebs"},"spec":{"nodeName":"k8s02"}},
+              {"metadata":{"name":"c","namespace":"media"},"spec":{"nodeName":"k8s01"}},
+              {"metadata":{"name":"d","namespace":"media"},"spec":{}}]}"#,
+        );
+        let names = |f: PodFilter| {
+            let mut v = vec![];
+            let n = load_pods_json(&p, &f, |p| v.push(p.metadata.name)).unwrap();
+            assert_eq!(n, v.len());
+            v
+        };
+        assert_eq!(names(PodFilter::default()), ["a", "b", "c", "d"]);
+        assert_eq!(
+            names(PodFilter {
+                node: Some("k8s01".into()),
+                ..Default::default()
+            }),
+            ["a", "c"]
+        );
+        assert_eq!(
+            names(PodFilter {
+                namespaces: vec!["media".into()],
+                ..Default::default()
+            }),
+            ["c", "d"]
+        );
+        let sel = Selector::parse("openebs.io/component=jiva-replica").unwrap();
+        assert_eq!(
+            names(PodFilter {
+                labels: Some(sel),
+                ..Default::default()
+            }),
+            ["a"]
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn pvs_json_and_bad_files() {
+        let p = tmpfile(
+            "pvs.json",
+            r#"{"apiVersion":"v1","kind":"List","items":[{"metadata":{"name":"pvc-1"},"spec":{"csi":{"driver":"jiva.csi.openebs.io","volumeHandle":"pvc-1"}}}]}"#,
+        );
+        let mut v = vec![];
+        assert_eq!(load_pvs_json(&p, |pv| v.push(pv)).unwrap(), 1);
+        assert_eq!(v[0].spec.csi.as_ref().unwrap().volume_handle, "pvc-1");
+        std::fs::write(&p, r#"{"items":[{"metadata":{"name":"pvc-1"}"#).unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("--pvs-json") && e.0.contains("truncated JSON"),
+            "{e}"
+        );
+        std::fs::write(
+            &p,
+            r#"{"kind":"PersistentVolume","metadata":{"name":"pvc-1"}}"#,
+        )
+        .unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("is not a list (kind 'PersistentVolume')"),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("cannot read --pvs-json") && e.0.contains("ENOENT"),
+            "{e}"
+        );
+    }
+}
