@@ -13,6 +13,8 @@
 
 pub mod apiserver;
 
+pub mod sysfs;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
