@@ -186,11 +186,6 @@ impl Client {
         })
     }
 
-    /// Tell the client the check's whole `-t`, so that timeout messages quote it.
-    pub fn set_timeout(&mut self, t: Duration) {
-        self.budget = t;
-    }
-
     pub fn server(&self) -> &str {
         &self.server
     }
@@ -207,7 +202,7 @@ impl Client {
         let shown = show_request(path, query);
         if left < Duration::from_millis(20) {
             return Err(Unknown(format!(
-                "no time left for API request GET {shown} (-t {})",
+                "no time left for API request GET {shown} (the check's -t {} is used up)",
                 plugin::fmt_duration(self.budget)
             )));
         }
@@ -336,9 +331,8 @@ impl Client {
         let server = &self.server;
         match e {
             E::Timeout(_) => Unknown(format!(
-                "API request GET {shown} to {server} timed out after {} (the rest of -t {})",
-                plugin::fmt_duration(left),
-                plugin::fmt_duration(self.budget)
+                "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                plugin::fmt_duration(left)
             )),
             E::HostNotFound => Unknown(format!(
                 "cannot resolve API server host {} (server {server} from {})",
@@ -355,9 +349,8 @@ impl Client {
                         self.source
                     )),
                     std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Unknown(format!(
-                        "API request GET {shown} to {server} timed out after {} (the rest of -t {})",
-                        plugin::fmt_duration(left),
-                        plugin::fmt_duration(self.budget)
+                        "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                        plugin::fmt_duration(left)
                     )),
                     std::io::ErrorKind::UnexpectedEof
                     | std::io::ErrorKind::ConnectionReset

@@ -37,7 +37,6 @@ use plugin::{Ctx, Unknown};
 use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::Path;
-use std::time::Duration;
 
 /// Find the configuration as the options and environment say, build a client bound to the
 /// check's deadline, and tell `-vv` which source was used (never a secret).
@@ -53,11 +52,7 @@ pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
-    let mut client = Client::new(&cfg, ctx.deadline())?;
-    let total = ctx.elapsed() + ctx.remaining();
-    client.set_timeout(Duration::from_millis(
-        (total.as_secs_f64() * 10.0).round() as u64 * 100,
-    ));
+    let client = Client::new(&cfg, ctx.deadline())?;
     ctx.debug(format!("kube config: {}", client.description));
     Ok(client)
 }
