@@ -640,6 +640,32 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    #[test]
+    fn kubeadm_admin_conf_inline_data() {
+        let text = format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://k8s-api.lan:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: kubernetes-admin\n  name: kubernetes-admin@kubernetes\ncurrent-context: kubernetes-admin@kubernetes\nkind: Config\npreferences: {{}}\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64("CA"),
+            b64("ADMIN CERT"),
+            b64("ADMIN KEY")
+        );
+        let c = parse(&text, None).unwrap();
+        assert_eq!(c.context.as_deref(), Some("kubernetes-admin@kubernetes"));
+        assert_eq!(c.server, "https://k8s-api.lan:6443");
+        assert_eq!(c.ca_from, "certificate-authority-data in /etc/test/config");
+        match c.auth {
+            Auth::ClientCert { cert, key, .. } => {
+                assert_eq!(cert, b"ADMIN CERT");
+                assert_eq!(key.0, b"ADMIN KEY");
+            }
+            a => panic!("{a:?}"),
+        }
+        let bad = text.replace(&b64("ADMIN KEY"), "not*base64");
+        assert!(parse(&bad, None)
+            .unwrap_err()
+            .0
+            .contains("client-key-data in /etc/test/config is not valid base64"));
+    }
+
     const MULTI: &str = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://prod:6443\n    certificate-authority-data: Q0E=\n  name: prod\n- cluster:\n    server: https://lab:6443\n    insecure-skip-tls-verify: true\n  name: lab\ncontexts:\n- context:\n    cluster: prod\n    user: admin\n  name: prod\n- context:\n    cluster: lab\n    user: lab\n  name: lab\ncurrent-context: prod\nusers:\n- name: admin\n  user:\n    tokenFile: /run/token\n- name: lab\n  user:\n    token: abc\n";
 
     #[test]
