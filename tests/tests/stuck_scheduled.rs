@@ -212,9 +212,16 @@ fn api_with_token_reads_node_pods_and_events() {
         "--node",
         NODE,
         "--no-events",
+        "-vv",
     ]);
     out.assert_status(NAME, 2);
     assert!(!out.stdout.contains("FailedMount"));
+    assert!(
+        out.stdout.contains(
+            "GET /api/v1/pods?limit=500&fieldSelector=spec.nodeName=worker-04 -> 200, page 1: 4 items"
+        ),
+        "-vv lists the requests: {out:?}"
+    );
     assert!(s.requests()[before..]
         .iter()
         .all(|r| !r.path.ends_with("/events")));

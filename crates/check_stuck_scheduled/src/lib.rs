@@ -303,51 +303,60 @@ impl Opts {
                 Some(client)
             }
         };
-        if self.no_events {
-            return Ok(d);
+        if !self.no_events {
+            let stuck = self.stuck_keys(&d, now);
+            match &client {
+                Some(c) => lookup_events(c, &stuck, &mut d, ctx),
+                None if !stuck.is_empty() => d
+                    .notes
+                    .push("events not looked up (pods read from --pods-json)".into()),
+                None => {}
+            }
         }
+        if let Some(c) = &client {
+            for line in c.requests() {
+                ctx.debug(line);
+            }
+        }
+        Ok(d)
+    }
+
+    /// `(namespace, name)` of the candidates old enough to alert.
+    fn stuck_keys(&self, d: &Data, now: Time) -> Vec<(String, String)> {
         let th = thresholds(self);
-        let stuck: Vec<(String, String)> = d
-            .candidates
+        d.candidates
             .iter()
             .filter(|c| {
                 let age = c.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0);
                 th.evaluate(age as f64) != Status::Ok
             })
             .map(|c| (c.namespace.clone(), c.name.clone()))
-            .collect();
-        let Some(client) = client else {
-            if !stuck.is_empty() {
-                d.notes
-                    .push("events not looked up (pods read from --pods-json)".into());
+            .collect()
+    }
+}
+
+/// The latest volume event of each stuck pod (at most [`MAX_EVENT_LOOKUPS`] requests). A failure
+/// leaves the verdict alone and says why in a note.
+fn lookup_events(client: &kube::Client, stuck: &[(String, String)], d: &mut Data, ctx: &Ctx) {
+    for (i, (ns, name)) in stuck.iter().enumerate() {
+        if i >= MAX_EVENT_LOOKUPS {
+            d.notes.push(format!(
+                "events looked up for the first {MAX_EVENT_LOOKUPS} stuck pods only"
+            ));
+            break;
+        }
+        ctx.stage(format!("reading events of {ns}/{name}"));
+        match client.events_for(ns, "Pod", name) {
+            Ok(ev) => {
+                if let Some(e) = latest_volume_event(&ev) {
+                    d.events.insert(format!("{ns}/{name}"), e);
+                }
             }
-            return Ok(d);
-        };
-        for (i, (ns, name)) in stuck.iter().enumerate() {
-            if i >= MAX_EVENT_LOOKUPS {
-                d.notes.push(format!(
-                    "events looked up for the first {MAX_EVENT_LOOKUPS} stuck pods only"
-                ));
+            Err(e) => {
+                d.notes.push(format!("events not read: {e}"));
                 break;
             }
-            ctx.stage(format!("reading events of {ns}/{name}"));
-            match client.events_for(ns, "Pod", name) {
-                Ok(ev) => {
-                    if let Some(e) = latest_volume_event(&ev) {
-                        d.events.insert(format!("{ns}/{name}"), e);
-                    }
-                }
-                Err(e) => {
-                    // The verdict stands without events; say why they are missing.
-                    d.notes.push(format!("events not read: {e}"));
-                    break;
-                }
-            }
         }
-        for line in client.requests() {
-            ctx.debug(line);
-        }
-        Ok(d)
     }
 }
 
