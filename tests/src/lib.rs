@@ -13,6 +13,7 @@
 
 pub mod apiserver;
 
+pub mod logs;
 pub mod sysfs;
 
 use std::io::Write;

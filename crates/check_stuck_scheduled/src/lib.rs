@@ -366,6 +366,9 @@ impl Check for Opts {
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+    fn reads_stdin(&self) -> bool {
+        self.pods.reads_stdin()
+    }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
         let d = self.gather(ctx, now)?;

@@ -46,6 +46,13 @@ pub struct PodsJsonArg {
     pub pods_json: Option<PathBuf>,
 }
 
+impl PodsJsonArg {
+    /// `--pods-json -`: the check reads stdin (return it from `Check::reads_stdin`).
+    pub fn reads_stdin(&self) -> bool {
+        self.pods_json.as_deref() == Some(std::path::Path::new("-"))
+    }
+}
+
 /// `--pvs-json FILE|-`: PersistentVolumes from `kubectl get pv -o json` instead of the API.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PvsJsonArg {
@@ -53,4 +60,11 @@ pub struct PvsJsonArg {
     /// instead of asking the API
     #[arg(long, value_name = "FILE|-", help_heading = "Kubernetes API")]
     pub pvs_json: Option<PathBuf>,
+}
+
+impl PvsJsonArg {
+    /// `--pvs-json -`: the check reads stdin (return it from `Check::reads_stdin`).
+    pub fn reads_stdin(&self) -> bool {
+        self.pvs_json.as_deref() == Some(std::path::Path::new("-"))
+    }
 }
