@@ -422,3 +422,6 @@ pub fn sha256_hex(s: &str) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+/// bindfs FUSE mounts with known daemons (dead and hung mounts).
+pub mod fuse;

@@ -244,6 +244,16 @@ pub fn identify(mounts: &[CsiMount], cluster: &ClusterView) -> Vec<Identity> {
                 Kind::PodSubpath { .. } | Kind::PluginDevice { .. } => {}
             }
             if id.driver.is_none() {
+                // A pod mount without vol_data.json: the staging mount of the same device knows.
+                id.driver = mounts
+                    .iter()
+                    .filter(|o| o.major == m.major && o.minor == m.minor)
+                    .find_map(|o| match &o.kind {
+                        Kind::CsiStaging { driver, .. } => driver.clone(),
+                        _ => None,
+                    });
+            }
+            if id.driver.is_none() {
                 if let (Some(pv), Some(pvs)) = (&id.pv, &cluster.pvs) {
                     id.driver = pvs
                         .iter()
@@ -334,8 +344,15 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
 
     ctx.stage("looking for the kubelet root");
     for r in &opts.kubelet_root {
-        if !host.mount_path(r).is_dir() {
-            return Err(format!("--kubelet-root {}: not a directory", r.display()).into());
+        match std::fs::metadata(host.mount_path(r)) {
+            Ok(m) if m.is_dir() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(privilege_error(r, &e))
+            }
+            Ok(_) => return Err(format!("--kubelet-root {}: not a directory", r.display()).into()),
+            Err(e) => {
+                return Err(format!("--kubelet-root {}: {}", r.display(), node::errtext(&e)).into())
+            }
         }
     }
     let roots = node::kubelet::roots(&opts.kubelet_root, &host);
@@ -602,16 +619,28 @@ fn headline(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String
     }
 }
 
+/// Short class names, in the order the summary lists them.
+const CLASS_ORDER: &[&str] = &[
+    "corrupted",
+    "hung",
+    "orphaned pod mount",
+    "staging of deleted PV",
+    "staging not attached here",
+    "unpublished staging",
+    "not probed",
+];
+
 fn short(p: &Problem) -> &'static str {
-    match p {
-        Problem::Corrupted(_) => "corrupted",
-        Problem::Hung(_) => "hung",
-        Problem::NotProbed(_) => "not probed",
-        Problem::Orphaned => "orphaned pod mount",
-        Problem::PvGone => "PV deleted",
-        Problem::NotAttached => "no VolumeAttachment here",
-        Problem::Unpublished => "unpublished staging",
-    }
+    let i = match p {
+        Problem::Corrupted(_) => 0,
+        Problem::Hung(_) => 1,
+        Problem::Orphaned => 2,
+        Problem::PvGone => 3,
+        Problem::NotAttached => 4,
+        Problem::Unpublished => 5,
+        Problem::NotProbed(_) => 6,
+    };
+    CLASS_ORDER[i]
 }
 
 fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
@@ -763,6 +792,7 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
 
     let n = sel.len();
     let mut summary = if stale > 0 {
+        by_class.sort_by_key(|(k, _)| CLASS_ORDER.iter().position(|c| c == k));
         let parts: Vec<String> = by_class
             .iter()
             .filter(|(k, _)| *k != "not probed")

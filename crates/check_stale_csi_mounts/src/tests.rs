@@ -588,3 +588,49 @@ fn va_skip_is_noted_when_pvs_have_no_attachments() {
         "{r:?}"
     );
 }
+
+#[test]
+fn the_incident_deleted_pv_pinned_by_a_gone_pod() {
+    // worker-04: the PV is deleted, the pod is gone, its mount still pins the staging mount.
+    let mut gone = pod_mount("u-gone", "pvc-81b676e6", (8, 64), ok());
+    gone.vol_data = None;
+    let hung = pod_mount(
+        "u-1",
+        "pvc-a",
+        (0, 70),
+        Some(Outcome::Hung {
+            after: Duration::from_secs(3),
+        }),
+    );
+    let ms = vec![staging("pvc-81b676e6", None, (8, 64), ok()), gone, hung];
+    let view = full_view(
+        vec![pod("u-1", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", NODE)],
+    );
+    let r = evaluate(&data(ms, view), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    // Classes in a fixed order, whatever the mount table order.
+    assert_eq!(
+        r.summary,
+        "3 of 3 CSI mounts stale: 1 hung, 1 orphaned pod mount, 1 staging of deleted PV"
+    );
+    assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
+    // The pod mount without vol_data.json borrows the driver of the staging mount on its device.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.text.starts_with("orphaned"))
+        .unwrap();
+    assert!(f.details[0].contains("driver driver.longhorn.io"), "{f:?}");
+    // The staging mount's PV came from the pod mount sharing its device.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.text.starts_with("stale staging"))
+        .unwrap();
+    assert!(
+        f.details[0].starts_with("pv pvc-81b676e6 (from pod mount)"),
+        "{f:?}"
+    );
+}
