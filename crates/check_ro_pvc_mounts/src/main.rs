@@ -1,1 +1,3 @@
-fn main() {}
+fn main() {
+    plugin::main::<check_ro_pvc_mounts::Opts>()
+}

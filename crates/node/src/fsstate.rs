@@ -1,7 +1,7 @@
 //! What the kernel tells about a filesystem's health outside the mount table:
 //! ext4's error counters in `/sys/fs/ext4/<dev>/` and a block device's read-only flag.
 
-use crate::host::Host;
+use std::path::Path;
 
 /// ext4 error record (`/sys/fs/ext4/<dev>/errors_count`, `first_error_time`, `last_error_time`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,8 +14,8 @@ pub struct Ext4Errors {
 
 /// The kernel's name of the block device `maj:min` (`sdc`, `dm-3`, `loop7`), from
 /// `/sys/dev/block/<maj:min>` which links to `.../block/<name>`.
-pub fn block_name(host: &Host, major: u32, minor: u32) -> Option<String> {
-    let link = std::fs::read_link(host.file(format!("/sys/dev/block/{major}:{minor}"))).ok()?;
+pub fn block_name(sys: &Path, major: u32, minor: u32) -> Option<String> {
+    let link = std::fs::read_link(sys.join(format!("dev/block/{major}:{minor}"))).ok()?;
     link.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
@@ -25,8 +25,8 @@ fn read_u64(path: &std::path::Path) -> Option<u64> {
 
 /// ext4 errors of the filesystem on block device `name`; `None` when the kernel has no such
 /// ext4 directory (not ext4, or not mounted).
-pub fn ext4_errors(host: &Host, name: &str) -> Option<Ext4Errors> {
-    let dir = host.file(format!("/sys/fs/ext4/{name}"));
+pub fn ext4_errors(sys: &Path, name: &str) -> Option<Ext4Errors> {
+    let dir = sys.join("fs/ext4").join(name);
     if !dir.is_dir() {
         return None;
     }
@@ -40,8 +40,8 @@ pub fn ext4_errors(host: &Host, name: &str) -> Option<Ext4Errors> {
 }
 
 /// The block device's read-only flag (`/sys/class/block/<name>/ro`).
-pub fn block_readonly(host: &Host, name: &str) -> Option<bool> {
-    read_u64(&host.file(format!("/sys/class/block/{name}/ro"))).map(|v| v == 1)
+pub fn block_readonly(sys: &Path, name: &str) -> Option<bool> {
+    read_u64(&sys.join("class/block").join(name).join("ro")).map(|v| v == 1)
 }
 
 /// Epoch seconds as RFC 3339 UTC.
@@ -65,13 +65,13 @@ mod tests {
         let b = d.join("sys/class/block/sdc");
         std::fs::create_dir_all(&b).unwrap();
         std::fs::write(b.join("ro"), "1\n").unwrap();
-        let host = Host::at(&d);
-        let got = ext4_errors(&host, "sdc").unwrap();
+        let sys = d.join("sys");
+        let got = ext4_errors(&sys, "sdc").unwrap();
         assert_eq!(got.count, 3);
         assert_eq!(got.first_error_time, Some(1783938484));
         assert_eq!(got.last_error_time, None);
-        assert_eq!(ext4_errors(&host, "sdd"), None);
-        assert_eq!(block_readonly(&host, "sdc"), Some(true));
+        assert_eq!(ext4_errors(&sys, "sdd"), None);
+        assert_eq!(block_readonly(&sys, "sdc"), Some(true));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -8,6 +8,7 @@
 //! not answer in time is killed (FUSE and NFS waits are killable) and, if even that does not end
 //! it, abandoned to init without holding anything the caller's caller waits on.
 
+pub use nix::errno::Errno;
 use nix::libc;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

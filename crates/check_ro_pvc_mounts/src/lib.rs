@@ -1,0 +1,464 @@
+//! check_ro_pvc_mounts: PersistentVolume filesystems that can no longer be written.
+//!
+//! gather → evaluate → render. A PV filesystem counts as read-only when the *filesystem* can no
+//! longer be written, whatever way the running kernel shows it:
+//! - `emergency_ro` in the super options (ext4, Linux ≥ 6.15 and 6.14.y backports);
+//! - `ro` in the super options while a mount of it is `rw` (ext4 errors=remount-ro or a journal
+//!   abort up to 6.11: the kernel flips the superblock, never the per-mount flags);
+//! - `ro` in the super options of every mount *and* recorded ext4 errors;
+//! - the mount point no longer answers (`stat` EIO: XFS shut down; EROFS; or no answer at all);
+//! - ext4 recorded errors on 6.12–6.14, which show no marker at all (reported as presumed read-only);
+//! - a block-mode volume whose device has its read-only flag set.
+//!
+//! A read-only *bind* (per-mount `ro` over a `rw` superblock: a `readOnly: true` volume) is not
+//! an alarm. Recorded ext4 errors on a filesystem that is still writable are a WARNING.
+
+use clap::Parser;
+use node::kubelet::{self, Kind};
+use node::probe::{self, Outcome};
+use node::{fsstate, Host, Mount};
+use plugin::{
+    Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds, Unknown,
+};
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "check_ro_pvc_mounts",
+    version,
+    about = "Alert on PersistentVolume filesystems that can no longer be written",
+    long_about = "Alert on PersistentVolume filesystems that can no longer be written (ext4 remounted \
+read-only or in emergency read-only, XFS shut down, volumes that no longer answer), without alarming \
+on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Range on the number of read-only PV filesystems that raises WARNING
+    #[arg(
+        short = 'w',
+        long = "warning",
+        value_name = "RANGE",
+        default_value = "0"
+    )]
+    pub warning: Range,
+
+    /// Range on the number of read-only PV filesystems that raises CRITICAL
+    #[arg(
+        short = 'c',
+        long = "critical",
+        value_name = "RANGE",
+        default_value = "0"
+    )]
+    pub critical: Range,
+
+    /// Mount table to read [default: /proc/self/mountinfo, or HOST_ROOT/proc/1/mountinfo]
+    #[arg(long, value_name = "FILE")]
+    pub mountinfo: Option<PathBuf>,
+
+    /// sysfs of the node [default: /sys, or HOST_ROOT/sys]
+    #[arg(long, value_name = "DIR")]
+    pub sys: Option<PathBuf>,
+
+    /// Where the host's / is mounted when running in a container (e.g. /host)
+    #[arg(long, value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// Kubelet root directory (repeatable) [default: each that exists of /var/lib/kubelet,
+    /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
+    #[arg(long = "kubelet-root", value_name = "DIR")]
+    pub kubelet_root: Vec<PathBuf>,
+
+    /// Only mount points matching this regex
+    #[arg(long, value_name = "REGEX")]
+    pub include: Option<Regex>,
+
+    /// Skip mount points matching this regex
+    #[arg(long, value_name = "REGEX")]
+    pub exclude: Option<Regex>,
+
+    /// How long one mount point may take to answer stat/statfs/readdir
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_dur)]
+    pub probe_timeout: Duration,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    plugin::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// One PV filesystem (or block device) as found on the node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Volume {
+    /// `maj:min` of the filesystem, or `block:<dev>` for block-mode volumes.
+    pub key: String,
+    pub names: BTreeSet<String>,
+    pub fstype: String,
+    pub source: String,
+    pub block_dev: Option<String>,
+    pub super_options: Vec<String>,
+    /// (mount point, per-mount read-only)
+    pub mounts: Vec<(PathBuf, bool)>,
+    pub pod_uids: BTreeSet<String>,
+    pub block_mode: bool,
+    pub ext4_errors: Option<fsstate::Ext4Errors>,
+    pub block_ro: Option<bool>,
+    pub probe: Option<Outcome>,
+}
+
+/// Everything gathered from the node.
+#[derive(Debug, Clone, Default)]
+pub struct NodeData {
+    pub volumes: Vec<Volume>,
+    pub kernel: Option<(u32, u32, u32)>,
+    pub roots: Vec<PathBuf>,
+}
+
+/// Group the kubelet's volume mounts into PV filesystems. Pure.
+pub fn group(
+    mounts: &[Mount],
+    roots: &[PathBuf],
+    include: Option<&Regex>,
+    exclude: Option<&Regex>,
+) -> Vec<Volume> {
+    let mut by_key: BTreeMap<String, Volume> = BTreeMap::new();
+    for m in mounts {
+        let Some(kp) = kubelet::classify(&m.mount_point, roots) else {
+            continue;
+        };
+        let mp = m.mount_point.to_string_lossy();
+        if include.is_some_and(|r| !r.is_match(&mp)) || exclude.is_some_and(|r| r.is_match(&mp)) {
+            continue;
+        }
+        let block_mode = matches!(kp.kind, Kind::PodBlock { .. } | Kind::BlockStaging { .. })
+            && matches!(m.fstype.as_str(), "devtmpfs" | "tmpfs" | "udev");
+        let key = if block_mode {
+            format!("block:{}", m.root.trim_start_matches('/'))
+        } else {
+            m.dev()
+        };
+        let v = by_key.entry(key.clone()).or_insert_with(|| Volume {
+            key,
+            fstype: m.fstype.clone(),
+            source: m.source.clone(),
+            super_options: m.super_options.clone(),
+            block_mode,
+            block_dev: block_mode.then(|| m.root.trim_start_matches('/').to_string()),
+            ..Default::default()
+        });
+        if let Some(n) = kp.volume_name() {
+            v.names.insert(n.to_string());
+        }
+        if let Some(u) = kp.pod_uid() {
+            v.pod_uids.insert(u.to_string());
+        }
+        // The super options are the filesystem's: the same on every mount, but take the
+        // latest-listed in case the table was read mid-change.
+        v.super_options = m.super_options.clone();
+        v.mounts.push((m.mount_point.clone(), m.mount_ro()));
+    }
+    by_key.into_values().collect()
+}
+
+/// Read everything the decision needs, under the deadline.
+pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
+    let host = Host::from_option(o.host_root.as_deref());
+    let sys = o.sys.clone().unwrap_or_else(|| host.sys());
+    ctx.stage("reading the mount table");
+    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    ctx.debug(format!("mount table: {}", mi.display()));
+    let mounts = node::mountinfo::read(&mi).map_err(Unknown)?;
+    let roots = kubelet::roots(&o.kubelet_root, &host);
+    if roots.is_empty() {
+        return Err(Unknown(format!(
+            "no kubelet root found (looked for {}); give --kubelet-root",
+            kubelet::DEFAULT_ROOTS.join(", ")
+        )));
+    }
+    ctx.debug(format!(
+        "kubelet roots: {}",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let mut volumes = group(&mounts, &roots, o.include.as_ref(), o.exclude.as_ref());
+
+    ctx.stage("reading filesystem error state from sysfs");
+    for v in &mut volumes {
+        if v.block_mode {
+            if let Some(dev) = &v.block_dev {
+                v.block_ro = fsstate::block_readonly(&sys, dev);
+            }
+            continue;
+        }
+        let (maj, min) = v.key.split_once(':').unwrap_or(("0", "0"));
+        let (maj, min): (u32, u32) = (maj.parse().unwrap_or(0), min.parse().unwrap_or(0));
+        if v.fstype == "ext4" || v.fstype == "ext3" || v.fstype == "ext2" {
+            let name = fsstate::block_name(&sys, maj, min)
+                .or_else(|| v.source.strip_prefix("/dev/").map(|s| s.to_string()));
+            if let Some(name) = name {
+                v.ext4_errors = fsstate::ext4_errors(&sys, &name);
+            }
+        }
+    }
+
+    ctx.stage("probing PV mount points");
+    let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
+    let timeout = o.probe_timeout.min(budget).max(Duration::from_millis(50));
+    let targets: Vec<PathBuf> = volumes
+        .iter()
+        .map(|v| {
+            // Probe a staging mount when there is one (it exists as long as any pod uses the
+            // volume), otherwise the first mount.
+            let mp = v
+                .mounts
+                .iter()
+                .find(|(p, _)| p.ends_with("globalmount"))
+                .unwrap_or(&v.mounts[0])
+                .0
+                .clone();
+            host.mount_path(mp)
+        })
+        .collect();
+    let outcomes = probe::probe_many(&targets, timeout, 16);
+    for (v, out) in volumes.iter_mut().zip(outcomes) {
+        v.probe = Some(out);
+    }
+    let kernel = host
+        .kernel_release()
+        .and_then(|r| node::host::parse_kernel_version(&r));
+    ctx.debug(format!("kernel: {kernel:?}"));
+    Ok(NodeData {
+        volumes,
+        kernel,
+        roots,
+    })
+}
+
+/// Why a volume counts as read-only (or broken), if it does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Writable,
+    /// Still writable but the filesystem recorded errors.
+    Errors(String),
+    ReadOnly(String),
+    /// Mounted read-only on purpose everywhere (no alarm).
+    ReadOnlyByDesign,
+}
+
+fn in_hidden_ro_window(kernel: Option<(u32, u32, u32)>) -> bool {
+    matches!(kernel, Some((6, 12..=14, _)))
+}
+
+/// The decision for one volume. Pure.
+pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>) -> Verdict {
+    let has = |o: &str| v.super_options.iter().any(|x| x == o);
+    let errors = v.ext4_errors.as_ref().filter(|e| e.count > 0);
+    let err_text = errors.map(|e| {
+        let mut s = format!("{} ext4 error(s) recorded", e.count);
+        if let Some(t) = e.first_error_time {
+            s.push_str(&format!(", first at {}", fsstate::utc(t)));
+        }
+        if let Some(t) = e.last_error_time {
+            if Some(t) != e.first_error_time {
+                s.push_str(&format!(", last at {}", fsstate::utc(t)));
+            }
+        }
+        s
+    });
+    let with_errors = |s: String| match &err_text {
+        Some(e) => format!("{s}; {e}"),
+        None => s,
+    };
+    if v.block_mode {
+        return if v.block_ro == Some(true) {
+            Verdict::ReadOnly(format!(
+                "block device {} has its read-only flag set (sysfs ro=1)",
+                v.block_dev.as_deref().unwrap_or("?")
+            ))
+        } else {
+            Verdict::Writable
+        };
+    }
+    if has("emergency_ro") {
+        return Verdict::ReadOnly(with_errors(
+            "emergency_ro in the filesystem's options (the kernel stopped writes after an error)"
+                .into(),
+        ));
+    }
+    let any_rw_mount = v.mounts.iter().any(|(_, ro)| !ro);
+    if has("ro") && any_rw_mount {
+        return Verdict::ReadOnly(with_errors(
+            "the filesystem is read-only under a read-write mount (the kernel remounted it read-only)".into(),
+        ));
+    }
+    if has("ro") && errors.is_some() {
+        return Verdict::ReadOnly(with_errors("the filesystem is read-only".into()));
+    }
+    match &v.probe {
+        Some(Outcome::Failed { stage, errno }) if *errno != node::probe::Errno::ENOENT => {
+            let why = match errno {
+                node::probe::Errno::EIO if v.fstype == "xfs" => " (XFS shut down after an error)",
+                node::probe::Errno::EIO => {
+                    " (I/O error: the filesystem shut down or its device is gone)"
+                }
+                node::probe::Errno::EROFS => " (read-only filesystem)",
+                _ => "",
+            };
+            return Verdict::ReadOnly(with_errors(format!(
+                "{} of the mount point fails: {:?} {}{}",
+                stage.name(),
+                errno,
+                errno.desc(),
+                why
+            )));
+        }
+        Some(Outcome::Hung { after }) => {
+            return Verdict::ReadOnly(with_errors(format!(
+                "the mount point does not answer (no answer in {})",
+                plugin::fmt_duration(*after)
+            )));
+        }
+        _ => {}
+    }
+    if has("ro") {
+        return Verdict::ReadOnlyByDesign;
+    }
+    if let Some(e) = err_text {
+        if in_hidden_ro_window(kernel) {
+            let (a, b, c) = kernel.unwrap_or_default();
+            return Verdict::ReadOnly(format!(
+                "{e} on kernel {a}.{b}.{c}: kernels 6.12 to 6.14 stop ext4 writes after an error without showing it in the mount table; presumed read-only"
+            ));
+        }
+        return Verdict::Errors(e);
+    }
+    Verdict::Writable
+}
+
+fn short_name(v: &Volume) -> String {
+    if v.names.is_empty() {
+        format!("volume on {}", v.source)
+    } else {
+        v.names.iter().cloned().collect::<Vec<_>>().join(",")
+    }
+}
+
+fn describe(v: &Volume) -> String {
+    let dev = if v.block_mode {
+        format!("block device {}", v.block_dev.as_deref().unwrap_or("?"))
+    } else {
+        format!("{} on {} ({})", v.fstype, v.source, v.key)
+    };
+    dev
+}
+
+/// The whole decision. Pure.
+pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
+    let mut ro = Vec::new();
+    let mut errs = Vec::new();
+    let mut findings = Vec::new();
+    for v in &data.volumes {
+        let verdict = judge(v, data.kernel);
+        let (status, what) = match &verdict {
+            Verdict::ReadOnly(why) => {
+                ro.push(short_name(v));
+                (Status::Critical, format!("is read-only: {why}"))
+            }
+            Verdict::Errors(why) => {
+                errs.push(short_name(v));
+                (
+                    Status::Warning,
+                    format!("has recorded errors but is still writable: {why}"),
+                )
+            }
+            Verdict::ReadOnlyByDesign => {
+                (Status::Ok, "is mounted read-only on purpose".to_string())
+            }
+            Verdict::Writable => (Status::Ok, "is writable".to_string()),
+        };
+        let mut f = Finding::new(
+            status,
+            format!("{} {} — {}", short_name(v), what, describe(v)),
+        );
+        if !v.pod_uids.is_empty() {
+            f = f.detail(format!(
+                "pods: {}",
+                v.pod_uids.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        for (mp, mro) in &v.mounts {
+            f = f.detail(format!(
+                "mount: {}{}",
+                mp.display(),
+                if *mro { " (ro bind)" } else { "" }
+            ));
+        }
+        findings.push(f);
+    }
+    let n = data.volumes.len();
+    let ro_status = thresholds.evaluate(ro.len() as f64);
+    let mut status = ro_status;
+    if !errs.is_empty() {
+        status = status.worst(Status::Warning);
+    }
+    let summary = if n == 0 {
+        "no PV mounts on this node".to_string()
+    } else if !ro.is_empty() {
+        let mut s = format!(
+            "{} of {} PV filesystems read-only: {}",
+            ro.len(),
+            n,
+            ro.join(", ")
+        );
+        if !errs.is_empty() {
+            s.push_str(&format!(
+                "; {} with recorded errors: {}",
+                errs.len(),
+                errs.join(", ")
+            ));
+        }
+        s
+    } else if !errs.is_empty() {
+        format!(
+            "{} of {} PV filesystems have recorded errors: {}",
+            errs.len(),
+            n,
+            errs.join(", ")
+        )
+    } else {
+        format!("{n} PV filesystems writable")
+    };
+    let mut r = Report::new(status, summary);
+    r.findings = findings;
+    r.sort_findings();
+    r.perf(Perfdata::new("pv_mounts", n as f64).min(0.0))
+        .perf(
+            Perfdata::new("ro_volumes", ro.len() as f64)
+                .thresholds(thresholds)
+                .min(0.0),
+        )
+        .perf(Perfdata::new("error_volumes", errs.len() as f64).min(0.0))
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "RO_PVC_MOUNTS";
+    const BINARY: &'static str = "check_ro_pvc_mounts";
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        let data = gather(self, ctx)?;
+        ctx.stage("evaluating");
+        let t = Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()));
+        Ok(evaluate(&data, &t))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+use super::*;
+use node::mountinfo::parse;
+
+const K: &str = "/var/lib/kubelet";
+
+fn roots() -> Vec<PathBuf> {
+    vec![PathBuf::from(K)]
+}
+
+fn line(id: u32, dev: &str, mp: &str, mopts: &str, fstype: &str, src: &str, sopts: &str) -> String {
+    format!("{id} 29 {dev} / {mp} {mopts} shared:1 - {fstype} {src} {sopts}\n")
+}
+
+/// A node with the incident's volumes: radarr's config volume (staging + pod mount), a healthy
+/// volume, and a readOnly pod volume over a writable filesystem.
+fn table(radarr_super: &str) -> String {
+    let mut t = String::new();
+    t += &line(1, "8:0", "/", "rw", "ext4", "/dev/sda1", "rw");
+    t += &line(
+        10,
+        "8:32",
+        &format!("{K}/plugins/kubernetes.io/csi/jiva.csi.openebs.io/abc/globalmount"),
+        "rw,relatime",
+        "ext4",
+        "/dev/sdc",
+        radarr_super,
+    );
+    t += &line(
+        11,
+        "8:32",
+        &format!("{K}/pods/8e1f/volumes/kubernetes.io~csi/pvc-a634b9a3/mount"),
+        "rw,relatime",
+        "ext4",
+        "/dev/sdc",
+        radarr_super,
+    );
+    t += &line(
+        12,
+        "8:48",
+        &format!("{K}/pods/77aa/volumes/kubernetes.io~csi/pvc-healthy/mount"),
+        "rw,relatime",
+        "ext4",
+        "/dev/sdd",
+        "rw",
+    );
+    t += &line(
+        13,
+        "8:64",
+        &format!("{K}/pods/5b5b/volumes/kubernetes.io~csi/pvc-readonly/mount"),
+        "ro,relatime",
+        "xfs",
+        "/dev/sde",
+        "rw,attr2",
+    );
+    t += &line(
+        14,
+        "0:60",
+        &format!("{K}/pods/77aa/volumes/kubernetes.io~projected/kube-api-access"),
+        "rw",
+        "tmpfs",
+        "tmpfs",
+        "rw",
+    );
+    t
+}
+
+fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
+    let m = parse(text, "t").unwrap();
+    let mut volumes = group(&m, &roots(), None, None);
+    for v in &mut volumes {
+        v.probe = Some(Outcome::Answered { is_dir: true });
+    }
+    NodeData {
+        volumes,
+        kernel: Some(kernel),
+        roots: roots(),
+    }
+}
+
+fn default_t() -> Thresholds {
+    Thresholds::new(
+        Some(Range::parse("0").unwrap()),
+        Some(Range::parse("0").unwrap()),
+    )
+}
+
+fn vol<'a>(d: &'a mut NodeData, name: &str) -> &'a mut Volume {
+    d.volumes
+        .iter_mut()
+        .find(|v| v.names.contains(name))
+        .unwrap()
+}
+
+#[test]
+fn groups_bind_mounts_of_one_filesystem_into_one_volume() {
+    let d = data(&table("rw"), (6, 18, 0));
+    assert_eq!(d.volumes.len(), 3, "{:?}", d.volumes);
+    let v = d
+        .volumes
+        .iter()
+        .find(|v| v.names.contains("pvc-a634b9a3"))
+        .unwrap();
+    assert_eq!(v.mounts.len(), 2);
+    assert_eq!(v.pod_uids.iter().collect::<Vec<_>>(), ["8e1f"]);
+}
+
+#[test]
+fn healthy_node_is_ok_and_readonly_bind_is_not_an_alarm() {
+    let r = evaluate(&data(&table("rw"), (6, 18, 0)), &default_t());
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.summary, "3 PV filesystems writable");
+    let perf: Vec<_> = r.perfdata.iter().map(|p| p.render()).collect();
+    assert_eq!(
+        perf,
+        [
+            "pv_mounts=3;;;0",
+            "ro_volumes=0;0;0;0",
+            "error_volumes=0;;;0"
+        ]
+    );
+}
+
+#[test]
+fn emergency_ro_is_critical_on_new_kernels() {
+    let r = evaluate(&data(&table("rw,emergency_ro"), (6, 15, 0)), &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(r.summary, "1 of 3 PV filesystems read-only: pvc-a634b9a3");
+    assert!(
+        r.findings[0].text.contains("emergency_ro"),
+        "{:?}",
+        r.findings[0]
+    );
+    assert!(r.findings[0].text.contains("ext4 on /dev/sdc (8:32)"));
+    assert!(r.findings[0].details.iter().any(|d| d == "pods: 8e1f"));
+}
+
+#[test]
+fn super_ro_under_rw_mount_is_critical_up_to_6_11() {
+    let r = evaluate(&data(&table("ro"), (5, 4, 0)), &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(r.findings[0].text.contains("remounted it read-only"));
+}
+
+#[test]
+fn super_ro_everywhere_is_by_design_unless_errors() {
+    let mut t = String::new();
+    t += &line(
+        20,
+        "8:80",
+        &format!("{K}/pods/u1/volumes/kubernetes.io~csi/pvc-rox/mount"),
+        "ro",
+        "ext4",
+        "/dev/sdf",
+        "ro",
+    );
+    let mut d = data(&t, (6, 18, 0));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    vol(&mut d, "pvc-rox").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 2,
+        first_error_time: Some(1783938484),
+        last_error_time: Some(1783938484),
+    });
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("first at 2026-07-13T10:28:04Z"),
+        "{}",
+        r.findings[0].text
+    );
+}
+
+#[test]
+fn recorded_errors_on_a_writable_fs_warn() {
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: Some(1783938484),
+        last_error_time: None,
+    });
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning);
+    assert_eq!(
+        r.summary,
+        "1 of 3 PV filesystems have recorded errors: pvc-healthy"
+    );
+    assert!(r
+        .perfdata
+        .iter()
+        .any(|p| p.render() == "error_volumes=1;;;0"));
+}
+
+#[test]
+fn recorded_errors_on_6_12_to_6_14_are_presumed_read_only() {
+    for k in [(6, 12, 0), (6, 13, 5), (6, 14, 2)] {
+        let mut d = data(&table("rw"), k);
+        vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+            count: 1,
+            first_error_time: None,
+            last_error_time: None,
+        });
+        let r = evaluate(&d, &default_t());
+        assert_eq!(r.status, Status::Critical, "{k:?}");
+        assert!(r.findings[0].text.contains("presumed read-only"));
+    }
+}
+
+#[test]
+fn zero_error_count_is_no_error() {
+    let mut d = data(&table("rw"), (6, 13, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors::default());
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+}
+
+#[test]
+fn xfs_shutdown_shows_as_eio_on_stat() {
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-readonly").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: node::probe::Errno::EIO,
+    });
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("XFS shut down"),
+        "{}",
+        r.findings[0].text
+    );
+}
+
+#[test]
+fn hung_mount_is_critical_and_vanished_mount_is_ignored() {
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    vol(&mut d, "pvc-readonly").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: node::probe::Errno::ENOENT,
+    });
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(r.summary, "1 of 3 PV filesystems read-only: pvc-healthy");
+    assert!(r.findings[0].text.contains("no answer in 3s"));
+}
+
+#[test]
+fn thresholds_override_the_default() {
+    let d = data(&table("rw,emergency_ro"), (6, 18, 0));
+    let t = Thresholds::new(
+        Some(Range::parse("0").unwrap()),
+        Some(Range::parse("2").unwrap()),
+    );
+    assert_eq!(evaluate(&d, &t).status, Status::Warning);
+    let t = Thresholds::new(None, Some(Range::parse("5").unwrap()));
+    assert_eq!(evaluate(&d, &t).status, Status::Ok);
+}
+
+#[test]
+fn no_pv_mounts() {
+    let d = data(
+        &line(1, "8:0", "/", "rw", "ext4", "/dev/sda1", "rw"),
+        (6, 18, 0),
+    );
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.summary, "no PV mounts on this node");
+}
+
+#[test]
+fn include_and_exclude_filter_mount_points() {
+    let m = parse(&table("rw,emergency_ro"), "t").unwrap();
+    let ex = Regex::new("pvc-a634").unwrap();
+    let v = group(&m, &roots(), None, Some(&ex));
+    // the staging mount of pvc-a634 has no PV name in its path: it stays as its own volume
+    assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
+    let inc = Regex::new("pvc-healthy").unwrap();
+    let v = group(&m, &roots(), Some(&inc), None);
+    assert_eq!(v.len(), 1);
+}
+
+#[test]
+fn block_mode_volume_with_ro_device_is_critical() {
+    let t = line(
+        30,
+        "0:5",
+        &format!("{K}/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-blk/u9"),
+        "rw",
+        "devtmpfs",
+        "udev",
+        "rw,size=1k",
+    )
+    .replace(" / ", " /sdg ");
+    let mut d = data(&t, (6, 18, 0));
+    assert_eq!(d.volumes[0].block_dev.as_deref(), Some("sdg"));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    d.volumes[0].block_ro = Some(true);
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(r.findings[0].text.contains("block device sdg"));
+}

@@ -1,0 +1,262 @@
+//! check_ro_pvc_mounts against the real kernel: loop-device ext4 and xfs filesystems in a private
+//! mount namespace under a temporary kubelet root, driven into failure through the kernel's own
+//! error paths (ext4's trigger_fs_error, XFS's forced shutdown).
+
+use e2e::{need_root, need_tool, KubeletTree, Ns};
+use std::path::Path;
+
+const NAME: &str = "RO_PVC_MOUNTS";
+
+#[allow(clippy::too_many_arguments)]
+/// A PV as the kubelet lays it out: a staging globalmount of a loop filesystem, and a pod's
+/// publish mount bound from it. Returns the loop device's kernel name (`loop3`).
+fn pv(
+    ns: &Ns,
+    tree: &KubeletTree,
+    work: &Path,
+    pv: &str,
+    pod: &str,
+    mkfs: &str,
+    opts: &str,
+    ro_bind: bool,
+) -> String {
+    let handle = format!("{pv}-handle");
+    let staging = tree.staging_mount("jiva.csi.openebs.io", &handle, &e2e::sha256_hex(&handle));
+    let size = if mkfs.contains("xfs") { 320 } else { 64 }; // mkfs.xfs wants ≥ 300 MB (sparse)
+    let dev = ns.loop_fs(&work.join(format!("{pv}.img")), size, mkfs, opts, &staging);
+    let publish = tree.pod_csi_mount(pod, pv, "jiva.csi.openebs.io");
+    ns.sh(&format!(
+        "mount --bind '{}' '{}'",
+        staging.display(),
+        publish.display()
+    ));
+    if ro_bind {
+        ns.sh(&format!("mount -o remount,bind,ro '{}'", publish.display()));
+    }
+    dev.trim_start_matches("/dev/").to_string()
+}
+
+fn check(ns: &Ns, tree: &KubeletTree) -> e2e::Output {
+    ns.check("check_ro_pvc_mounts")
+        .args(["--kubelet-root", tree.root.to_str().unwrap(), "-t", "20"])
+        .run()
+}
+
+#[test]
+fn healthy_volumes_and_a_readonly_bind_are_ok() {
+    if !need_root("healthy_volumes_and_a_readonly_bind_are_ok") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let ns = Ns::new();
+    pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-healthy",
+        "pod-a",
+        "mkfs.ext4 -q -F",
+        "",
+        false,
+    );
+    pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-config",
+        "pod-b",
+        "mkfs.ext4 -q -F",
+        "",
+        true,
+    );
+    let out = check(&ns, &tree);
+    out.assert_status(NAME, 0);
+    assert!(
+        out.first_line().starts_with(
+            "RO_PVC_MOUNTS OK - 2 PV filesystems writable | pv_mounts=2;;;0 ro_volumes=0;0;0;0"
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn ext4_error_remount_ro_is_critical() {
+    if !need_root("ext4_error_remount_ro_is_critical") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let ns = Ns::new();
+    let dev = pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-a634b9a3",
+        "8e1f6a2c",
+        "mkfs.ext4 -q -F",
+        "errors=remount-ro",
+        false,
+    );
+    pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-healthy",
+        "77aa",
+        "mkfs.ext4 -q -F",
+        "",
+        false,
+    );
+    // The pod mounts its healthy volume read-only on purpose: still no alarm for it.
+    let before = check(&ns, &tree);
+    before.assert_status(NAME, 0);
+
+    // The kernel's own ext4 error path (ext4_error → errors=remount-ro handling).
+    std::fs::write(
+        format!("/sys/fs/ext4/{dev}/trigger_fs_error"),
+        "k8s-storage-checks test",
+    )
+    .unwrap();
+
+    let out = check(&ns, &tree);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains("1 of 2 PV filesystems read-only: pvc-a634b9a3"),
+        "{out:?}"
+    );
+    assert_eq!(out.perf("ro_volumes"), Some(1.0));
+    let finding = out.stdout.lines().nth(1).unwrap();
+    assert!(
+        finding.starts_with("[CRITICAL] pvc-a634b9a3 is read-only: "),
+        "{finding}"
+    );
+    // Which signal fired depends on the kernel: emergency_ro (≥6.15), super ro (≤6.11), or the
+    // presumed read-only of 6.12–6.14. Every variant names the recorded error and its time.
+    assert!(
+        finding.contains("ext4 error(s) recorded, first at 20"),
+        "{finding}"
+    );
+    assert!(out.stdout.contains("pods: 8e1f6a2c"), "{out:?}");
+    assert!(
+        !out.stdout.contains("pvc-healthy is"),
+        "healthy volume listed at -v0: {out:?}"
+    );
+}
+
+#[test]
+fn ext4_errors_with_errors_continue_warn() {
+    if !need_root("ext4_errors_with_errors_continue_warn") {
+        return;
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let ns = Ns::new();
+    let dev = pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-cont",
+        "pod-c",
+        "mkfs.ext4 -q -F",
+        "errors=continue",
+        false,
+    );
+    std::fs::write(
+        format!("/sys/fs/ext4/{dev}/trigger_fs_error"),
+        "k8s-storage-checks test",
+    )
+    .unwrap();
+    let out = check(&ns, &tree);
+    if release.starts_with("6.12") || release.starts_with("6.13") || release.starts_with("6.14") {
+        out.assert_status(NAME, 2); // presumed read-only: these kernels hide it
+    } else {
+        out.assert_status(NAME, 1);
+        assert!(
+            out.first_line()
+                .contains("1 of 1 PV filesystems have recorded errors: pvc-cont"),
+            "{out:?}"
+        );
+        assert_eq!(out.perf("error_volumes"), Some(1.0));
+    }
+}
+
+#[test]
+fn xfs_shutdown_is_critical() {
+    if !need_root("xfs_shutdown_is_critical") || !need_tool("xfs_shutdown_is_critical", "xfs_io") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let ns = Ns::new();
+    pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-xfs",
+        "pod-x",
+        "mkfs.xfs -q -f",
+        "",
+        false,
+    );
+    check(&ns, &tree).assert_status(NAME, 0);
+    let staging = tree
+        .root
+        .join("plugins/kubernetes.io/csi/jiva.csi.openebs.io")
+        .join(e2e::sha256_hex("pvc-xfs-handle"))
+        .join("globalmount");
+    ns.sh(&format!("xfs_io -x -c shutdown '{}'", staging.display()));
+    let out = check(&ns, &tree);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.stdout
+            .contains("pvc-xfs is read-only: stat of the mount point fails: EIO"),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("XFS shut down"), "{out:?}");
+}
+
+#[test]
+fn garbled_mount_table_is_unknown_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mi = dir.path().join("mountinfo");
+    std::fs::write(
+        &mi,
+        "36 35 98:0 / / rw - ext4 /dev/sda1 rw\n37 36 8:32 / /var/lib/kubelet/pods/x rw shared:1\n",
+    )
+    .unwrap();
+    let out = e2e::run(
+        "check_ro_pvc_mounts",
+        [
+            "--mountinfo",
+            mi.to_str().unwrap(),
+            "--kubelet-root",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("line 2"), "{out:?}");
+    let out = e2e::run(
+        "check_ro_pvc_mounts",
+        [
+            "--mountinfo",
+            "/nonexistent/mountinfo",
+            "--kubelet-root",
+            "/tmp",
+        ],
+    );
+    out.assert_status(NAME, 3);
+    assert!(
+        out.first_line()
+            .contains("cannot read /nonexistent/mountinfo: No such file or directory (ENOENT)"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn no_kubelet_root_is_unknown_not_a_silent_ok() {
+    let out = e2e::run("check_ro_pvc_mounts", ["--host-root", "/nonexistent-host"]);
+    out.assert_status(NAME, 3);
+}
