@@ -198,6 +198,19 @@ fn stopped_fuse_daemon_is_hung_answers_within_timeout_and_leaves_no_probe() {
     );
     // No probe process of that run is still around.
     assert_eq!(processes_with(&marker), Vec::<i32>::new());
+
+    // A probe timeout longer than -t is capped by the time left: still the mount's own answer,
+    // not the watchdog's "timed out".
+    let out = e.run(&["-t", "3", "--probe-timeout", "30s", "--exclude", &marker]);
+    out.assert_status(NAME, 2);
+    assert!(!out.first_line().contains("timed out"), "{out:?}");
+    assert_eq!(out.perf("hung_mounts"), Some(1.0));
+    let line = finding(&out, "CRITICAL", "hung staging mount");
+    assert!(
+        line.contains("no answer in ") && !line.contains("in 30s"),
+        "{line}"
+    );
+    assert_eq!(processes_with(&marker), Vec::<i32>::new());
     // The daemon is SIGKILLed when e.ns drops (it owns the pid), even if an assert failed.
 }
 
