@@ -289,9 +289,14 @@ fn read_input(path: &Path, what: &str) -> Result<String, Unknown> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-fn privilege_error(path: &Path, e: &std::io::Error) -> Unknown {
+fn privilege_error(host: &node::Host, path: &Path, e: &std::io::Error) -> Unknown {
+    let container = if host.is_local() {
+        ""
+    } else {
+        "; in container mode also hostPID and CAP_SYS_PTRACE (to reach the host through /proc/1/root)"
+    };
     Unknown(format!(
-        "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (the kubelet's directories are root-only)",
+        "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (the kubelet's directories are root-only){container}",
         path.display(),
         node::errtext(e)
     ))
@@ -347,7 +352,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         match std::fs::metadata(host.mount_path(r)) {
             Ok(m) if m.is_dir() => {}
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(privilege_error(r, &e))
+                return Err(privilege_error(&host, r, &e))
             }
             Ok(_) => return Err(format!("--kubelet-root {}: not a directory", r.display()).into()),
             Err(e) => {
@@ -374,7 +379,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             };
             match std::fs::read_dir(host.mount_path(&p)) {
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(privilege_error(&p, &e))
+                    return Err(privilege_error(&host, &p, &e))
                 }
                 _ => {}
             }
@@ -608,6 +613,10 @@ fn headline(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String
                 ),
             }
         }
+        Problem::PvGone if id.pv.is_none() => format!(
+            "stale {kw} {mp}: no PV of driver {} has the volume handle of this directory any more",
+            id.driver.as_deref().unwrap_or("?")
+        ),
         Problem::PvGone => format!("stale {kw} {mp}: PV {pv} no longer exists"),
         Problem::NotAttached => format!(
             "stale {kw} {mp}: no VolumeAttachment of PV {pv} to node {}",

@@ -634,3 +634,23 @@ fn the_incident_deleted_pv_pinned_by_a_gone_pod() {
         "{f:?}"
     );
 }
+
+#[test]
+fn staging_without_any_clue_to_its_pv_is_stale_when_no_pv_hashes_to_it() {
+    // No vol_data.json, no pod mount: only the PV list can name it, and none does.
+    let mut m = staging("vol-lost", None, (8, 80), ok());
+    m.vol_data = None;
+    let view = full_view(vec![pod("u-9", NODE)], vec![pv("pvc-a")], vec![]);
+    let r = evaluate(&data(vec![m.clone()], view), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        problem_texts(&r)[0].contains("no PV of driver driver.longhorn.io has the volume handle"),
+        "{r:?}"
+    );
+    // The PV whose handle hashes to the directory exists: only unpublished.
+    let view = full_view(vec![pod("u-9", NODE)], vec![pv("vol-lost")], vec![]);
+    assert_eq!(
+        evaluate(&data(vec![m], view), &opts(&[])).status,
+        Status::Warning
+    );
+}
