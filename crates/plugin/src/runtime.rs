@@ -501,7 +501,7 @@ fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
         libc::close(rd);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
-            libc::dup2(null, 0);
+            // stdin stays: `--pods-json -` and friends read it here, in the worker.
             libc::dup2(null, 1);
             libc::dup2(null, 2);
             if null > 2 {
