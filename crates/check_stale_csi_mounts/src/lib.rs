@@ -12,7 +12,7 @@
 //!   (needs the PV list)
 //! - unpublished staging mount: no pod mount shares its device or PV → WARNING
 //!
-//! gather (mount table, vol_data.json, cluster view, forked probes) → [`evaluate`] (pure) → render.
+//! gather (mount table, vol_data.json, cluster view, bounded-time probes) → [`evaluate`] (pure) → render.
 
 pub mod cluster;
 
@@ -35,8 +35,8 @@ const LONG_ABOUT: &str = "\
 Find the CSI mounts that deadlock the kubelet.
 
 Every CSI mount under the kubelet root(s) - staging (globalmount, both path schemes), pod publish \
-mounts and block volumeDevices - is probed in a forked, killable process (stat, statfs, readdir) \
-and classified:
+mounts and block volumeDevices - is probed (stat, statfs, readdir) concurrently, a probe that does \
+not answer being abandoned, and classified:
   corrupted   the probe fails with ENOTCONN, ESTALE, EIO, EACCES or EHOSTDOWN     CRITICAL
   hung        no answer within --probe-timeout                                  CRITICAL
   orphaned    a pod mount whose pod is not a pod of this node                   CRITICAL
@@ -670,7 +670,7 @@ fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
         Problem::Corrupted(_) | Problem::Hung(_) => {
             format!("hint: {plugin}; if pods still wait in ContainerCreating, restart the kubelet")
         }
-        Problem::NotProbed(_) => "hint: run with -vv to see the probe; the check needs fork() and CAP_DAC_READ_SEARCH".into(),
+        Problem::NotProbed(_) => "hint: run with -vv to see every probe's answer".into(),
         Problem::Orphaned => format!("hint: umount '{mp}' (its pod is gone), then restart the kubelet so its volume queue moves again"),
         Problem::PvGone | Problem::NotAttached => format!(
             "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount '{mp}'"
