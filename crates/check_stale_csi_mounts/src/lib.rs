@@ -121,6 +121,11 @@ impl Check for Opts {
         &self.common
     }
 
+    fn reads_stdin(&self) -> bool {
+        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
+        dash(&self.pods_json) || dash(&self.pvs_json)
+    }
+
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let data = gather(self, ctx)?;
         Ok(evaluate(&data, self))
