@@ -2,8 +2,9 @@
 //! loop ext4, tmpfs) in a private mount namespace under a temporary kubelet root, the release
 //! binary run inside the namespace, the cluster view from kubectl-shaped JSON files.
 
+use e2e::apiserver::{ApiServer, Fault, KubeAuth, KubeCa};
 use e2e::fuse::{bindfs, kill_daemon, processes_with, stop_daemon};
-use e2e::{need_root, need_tool, sha256_hex, KubeletTree, Ns, Output};
+use e2e::{need_root, need_tool, sha256_hex, Cmd, KubeletTree, Ns, Output};
 use std::path::{Path, PathBuf};
 
 const NAME: &str = "STALE_CSI_MOUNTS";
@@ -103,9 +104,17 @@ impl Env {
         ));
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    /// The check in the namespace, with no credentials from the test host's environment.
+    fn check(&self) -> Cmd {
         self.ns
             .check(BIN)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", "/nonexistent")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.check()
             .arg("--kubelet-root")
             .arg(&self.tree.root)
             .arg("--node")
@@ -296,7 +305,7 @@ fn healthy_loop_ext4_staging_and_pod_mount_are_ok() {
     out.assert_status(NAME, 0);
     assert!(
         out.first_line()
-            .contains("API cross-checks skipped (no --pods-json/--pvs-json)"),
+            .contains("API cross-checks skipped (no Kubernetes credentials"),
         "{out:?}"
     );
 }
@@ -364,18 +373,18 @@ fn orphaned_pod_mount_is_critical() {
 
     // Absent from the list altogether (pods of every node, read from stdin).
     let pods = std::fs::read_to_string(e.pods_json(&[("u-live", NODE)])).unwrap();
-    let out =
-        e.ns.check(BIN)
-            .args([
-                "--kubelet-root",
-                s(&e.tree.root),
-                "--node",
-                NODE,
-                "--pods-json",
-                "-",
-            ])
-            .stdin(pods)
-            .run();
+    let out = e
+        .check()
+        .args([
+            "--kubelet-root",
+            s(&e.tree.root),
+            "--node",
+            NODE,
+            "--pods-json",
+            "-",
+        ])
+        .stdin(pods)
+        .run();
     out.assert_status(NAME, 2);
     assert!(
         finding(&out, "CRITICAL", "orphaned").contains("pod u-gone is not a pod of node node-1")
@@ -387,17 +396,17 @@ fn orphaned_pod_mount_is_critical() {
 
     // A wrong --node would make every pod mount orphaned: UNKNOWN instead.
     let pods = e.pods_json(&[("u-live", NODE)]);
-    let out =
-        e.ns.check(BIN)
-            .args([
-                "--kubelet-root",
-                s(&e.tree.root),
-                "--node",
-                "not-this-node",
-                "--pods-json",
-                s(&pods),
-            ])
-            .run();
+    let out = e
+        .check()
+        .args([
+            "--kubelet-root",
+            s(&e.tree.root),
+            "--node",
+            "not-this-node",
+            "--pods-json",
+            s(&pods),
+        ])
+        .run();
     out.assert_status(NAME, 3);
     assert!(out.first_line().contains("give --node"), "{out:?}");
 }
@@ -511,6 +520,113 @@ fn bad_input_is_unknown() {
     assert!(
         out.first_line()
             .contains(&format!("no CSI mounts under {root}")),
+        "{out:?}"
+    );
+}
+
+fn api_pod(uid: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":format!("ws-{uid}"),"namespace":"llmsafespaces","uid":uid},
+        "spec":{"nodeName":node,"containers":[{"name":"c","image":"x"}]},
+        "status":{"phase":"Running"}})
+}
+
+fn api_pv(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":name},
+        "spec":{"csi":{"driver":DRIVER,"volumeHandle":name}},"status":{"phase":"Bound"}})
+}
+
+fn api_va(pv: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment",
+        "metadata":{"name":format!("csi-{pv}")},
+        "spec":{"attacher":DRIVER,"nodeName":node,"source":{"persistentVolumeName":pv}},
+        "status":{"attached":true}})
+}
+
+/// The incident through the API: the PV deleted, the pod gone, its mount pinning the staging
+/// mount; a healthy volume beside it. Then the API failing, and no credentials at all.
+#[test]
+fn api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok() {
+    let Some(e) = env(
+        "api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok",
+        &[],
+    ) else {
+        return;
+    };
+    let dead = e.staging("pvc-81b676e6");
+    e.tmpfs(&dead);
+    let gone = e.tree.pod_csi_mount("u-gone", "pvc-81b676e6", DRIVER);
+    e.bind(&dead, &gone);
+    let live_staging = e.staging("pvc-live");
+    e.tmpfs(&live_staging);
+    let live = e.tree.pod_csi_mount("u-live", "pvc-live", DRIVER);
+    e.bind(&live_staging, &live);
+
+    let api = ApiServer::start();
+    api.set(
+        "pods",
+        vec![api_pod("u-live", NODE), api_pod("u-elsewhere", "node-2")],
+    );
+    api.set("persistentvolumes", vec![api_pv("pvc-live")]);
+    api.set(
+        "volumeattachments",
+        vec![api_va("pvc-live", NODE), api_va("pvc-x", "node-2")],
+    );
+    let kc = api.kubeconfig(KubeCa::Inline, KubeAuth::Token("s3cr3t-t0ken".into()));
+    let args = ["--kubeconfig", s(&kc), "-vv"];
+    let out = e.run(&args);
+    out.assert_status(NAME, 2);
+    assert_eq!(out.perf("csi_mounts"), Some(4.0));
+    assert_eq!(out.perf("stale_mounts"), Some(2.0));
+    assert_eq!(out.perf("orphaned_mounts"), Some(1.0));
+    assert!(
+        out.first_line()
+            .contains("2 of 4 CSI mounts stale: 1 orphaned pod mount, 1 staging of deleted PV"),
+        "{out:?}"
+    );
+    assert!(finding(&out, "CRITICAL", "orphaned pod mount").contains(s(&gone)));
+    assert!(finding(&out, "CRITICAL", "stale staging mount")
+        .contains("PV pvc-81b676e6 no longer exists"));
+    assert!(
+        out.stdout
+            .contains("pod llmsafespaces/ws-u-live (uid u-live)"),
+        "{out:?}"
+    );
+    assert!(
+        !out.stdout.contains("s3cr3t-t0ken"),
+        "a secret in the output: {out:?}"
+    );
+    // Only this node's pods were asked for.
+    let want = format!("spec.nodeName={NODE}");
+    assert!(
+        api.requests()
+            .iter()
+            .any(|r| r.path == "/api/v1/pods" && r.q("fieldSelector") == Some(want.as_str())),
+        "{:?}",
+        api.requests()
+    );
+
+    // The API refuses the PV list: the local part alone is all healthy, which must not read OK.
+    api.fail_when(
+        |r| r.path.ends_with("/persistentvolumes"),
+        Fault::Http(403),
+        None,
+    );
+    let out = e.run(&args);
+    out.assert_status(NAME, 3);
+    assert!(
+        out.first_line().contains("API cross-checks failed"),
+        "{out:?}"
+    );
+    assert!(out.first_line().contains("403"), "{out:?}");
+    api.heal();
+
+    // No credentials anywhere and none asked for: the local checks run, the summary says so.
+    let out = e.run(&[]);
+    out.assert_status(NAME, 0);
+    assert!(
+        out.first_line()
+            .contains("API cross-checks skipped (no Kubernetes credentials"),
         "{out:?}"
     );
 }

@@ -38,9 +38,24 @@ pub struct DriverInfo {
     pub attach_required: bool,
 }
 
+/// Where the view came from, as far as the API is concerned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ApiUse {
+    /// Not asked (`--pods-json`/`--pvs-json` given, or a test).
+    #[default]
+    NotUsed,
+    /// Read from the API server (the description names server and credential source).
+    Used(String),
+    /// No credentials were found and none were asked for: cross-checks skipped, with the reason.
+    Skipped(String),
+    /// Credentials were given or found but the API failed: the reason (HTTP status, hint).
+    Failed(String),
+}
+
 /// What the cluster says. `None` parts were not supplied: their cross-checks are skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterView {
+    pub api: ApiUse,
     /// The node this check runs for (`--node`, default the host name).
     pub node: String,
     /// Every pod supplied (all nodes); evaluate keeps those on `node`.
@@ -103,6 +118,54 @@ impl ClusterView {
         let a = self.attachments.as_ref()?;
         Some(a.iter().any(|a| a.pv == pv && a.node == self.node))
     }
+}
+
+// ---- the API (crates/kube) ----------------------------------------------------------------
+
+/// The view from the API server: the pods bound to `node` (field selector), every PV and every
+/// VolumeAttachment. CSIDriver objects are not read (the VolumeAttachment rule then applies to
+/// drivers that have VolumeAttachments somewhere).
+pub fn from_api(client: &kube::Client, node: &str) -> Result<ClusterView, plugin::Unknown> {
+    let filter = kube::PodFilter {
+        node: Some(node.to_string()),
+        ..Default::default()
+    };
+    let mut pods = Vec::new();
+    client.list_pods(&filter, |p| {
+        pods.push(PodInfo {
+            uid: p.metadata.uid,
+            namespace: p.metadata.namespace,
+            name: p.metadata.name,
+            node: p.spec.node_name,
+        })
+    })?;
+    let mut pvs = Vec::new();
+    client.list_pvs(|pv| {
+        let csi = pv.spec.csi;
+        pvs.push(PvInfo {
+            name: pv.metadata.name,
+            driver: csi.as_ref().map(|c| c.driver.clone()),
+            volume_handle: csi.map(|c| c.volume_handle),
+        })
+    })?;
+    let mut attachments = Vec::new();
+    client.list_volume_attachments(|va| {
+        if let Some(pv) = va.spec.source.persistent_volume_name {
+            attachments.push(Attachment {
+                pv,
+                node: va.spec.node_name,
+                attacher: va.spec.attacher,
+            })
+        }
+    })?;
+    Ok(ClusterView {
+        api: ApiUse::Used(client.description.clone()),
+        node: node.to_string(),
+        pods: Some(pods),
+        pvs: Some(pvs),
+        attachments: Some(attachments),
+        drivers: Vec::new(),
+    })
 }
 
 // ---- kubectl -o json documents -------------------------------------------------------------
@@ -253,6 +316,7 @@ impl Objects {
     pub fn into_view(self, node: String, pods_given: bool, pvs_given: bool) -> ClusterView {
         let saw_va = self.saw_attachment_list || !self.attachments.is_empty();
         ClusterView {
+            api: ApiUse::NotUsed,
             node,
             pods: pods_given.then_some(self.pods),
             pvs: pvs_given.then_some(self.pvs),

@@ -42,9 +42,10 @@ not answer being abandoned, and classified:
   orphaned    a pod mount whose pod is not a pod of this node                   CRITICAL
   stale       a staging mount whose PV is gone or has no VolumeAttachment here  CRITICAL
   unpublished a staging mount no pod mount shares (device or PV)                WARNING
-The pod and PV cross-checks need the cluster view: --pods-json (kubectl get pods -A -o json) and \
---pvs-json (kubectl get pv,volumeattachments,csidrivers -o json). Without them the summary says \
-which cross-checks were skipped. -w/-c ranges on the number of stale mounts replace the per-class \
+The pod and PV cross-checks need the cluster view: from the API (see --kubeconfig), or from \
+--pods-json (kubectl get pods -A -o json) and --pvs-json (kubectl get pv,volumeattachments,csidrivers \
+-o json). Without credentials the summary says the cross-checks were skipped; a failing API is \
+UNKNOWN unless a mount is worse. -w/-c ranges on the number of stale mounts replace the per-class \
 states.";
 
 #[derive(Parser, Debug)]
@@ -79,17 +80,30 @@ pub struct Opts {
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_probe_timeout)]
     pub probe_timeout: Duration,
 
+    #[command(flatten)]
+    pub api: kube::ApiArgs,
+
     /// This node's name as the API knows it [default: the host name]
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub node: Option<String>,
 
-    /// Pods as `kubectl get pods -A -o json` prints them (all nodes are fine); `-` reads stdin
-    #[arg(long = "pods-json", value_name = "FILE|-")]
+    /// Pods as `kubectl get pods -A -o json` prints them (all nodes are fine) instead of the API;
+    /// `-` reads stdin
+    #[arg(
+        long = "pods-json",
+        value_name = "FILE|-",
+        help_heading = "Kubernetes API"
+    )]
     pub pods_json: Option<PathBuf>,
 
     /// PVs, and VolumeAttachments/CSIDrivers in the same List, as
-    /// `kubectl get pv,volumeattachments,csidrivers -o json` prints them; `-` reads stdin
-    #[arg(long = "pvs-json", value_name = "FILE|-")]
+    /// `kubectl get pv,volumeattachments,csidrivers -o json` prints them, instead of the API;
+    /// `-` reads stdin
+    #[arg(
+        long = "pvs-json",
+        value_name = "FILE|-",
+        help_heading = "Kubernetes API"
+    )]
     pub pvs_json: Option<PathBuf>,
 
     /// Check only mounts whose mount point, PV or driver matches (repeatable)
@@ -307,20 +321,24 @@ fn privilege_error(host: &node::Host, path: &Path, e: &std::io::Error) -> Unknow
     ))
 }
 
-/// The cluster view from --pods-json/--pvs-json (the API path will fill the same struct).
+/// The cluster view: from --pods-json/--pvs-json when given, else from the API. Without any
+/// credentials (and none asked for) the API part is skipped, not failed; a failing API is kept
+/// as the reason, so the local findings still count.
 pub fn cluster_view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<ClusterView, Unknown> {
     if opts.pods_json.as_deref() == Some(Path::new("-"))
         && opts.pvs_json.as_deref() == Some(Path::new("-"))
     {
         return Err("--pods-json and --pvs-json cannot both read stdin".into());
     }
-    let node = match (&opts.node, &opts.pods_json, &opts.pvs_json) {
-        (Some(n), _, _) => n.clone(),
-        (None, None, None) => host.hostname().unwrap_or_default(),
-        (None, _, _) => host
+    let node = match &opts.node {
+        Some(n) if !n.trim().is_empty() => n.trim().to_string(),
+        _ => host
             .hostname()
             .ok_or("cannot tell this node's name from the host name: give --node")?,
     };
+    if opts.pods_json.is_none() && opts.pvs_json.is_none() {
+        return Ok(api_view(opts, node, ctx));
+    }
     let mut objects = Objects::default();
     if let Some(p) = &opts.pods_json {
         ctx.stage(format!("reading --pods-json {}", p.display()));
@@ -346,6 +364,70 @@ pub fn cluster_view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<Cluster
         objects.ignored
     ));
     Ok(objects.into_view(node, opts.pods_json.is_some(), opts.pvs_json.is_some()))
+}
+
+/// How long the API may take: what is left, minus the probes' time and a reserve, but at least
+/// half of what is left. A slow API server must not squeeze the probes into false "hung" answers.
+pub fn api_budget(remaining: Duration, probe_timeout: Duration) -> Duration {
+    remaining
+        .saturating_sub(probe_timeout + Duration::from_millis(500))
+        .max(remaining / 2)
+}
+
+/// `kube::connect`, with a deadline of our own (see [`api_budget`]).
+fn connect(opts: &Opts, ctx: &Ctx) -> Result<kube::Client, Unknown> {
+    ctx.stage("reading the kubeconfig");
+    let lookup = kube::Lookup::from_env(opts.api.kubeconfig.clone(), opts.api.context.clone());
+    let mut notes = Vec::new();
+    let cfg = lookup.resolve(&mut notes);
+    for n in &notes {
+        ctx.debug(format!("kube config lookup: {n}"));
+    }
+    let budget = api_budget(ctx.remaining(), opts.probe_timeout);
+    let client = kube::Client::new(&cfg?, std::time::Instant::now() + budget)?;
+    ctx.debug(format!(
+        "kube config: {} (API budget {})",
+        client.description,
+        plugin::fmt_duration(budget)
+    ));
+    Ok(client)
+}
+
+fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
+    let asked = opts.api.kubeconfig.is_some() || opts.api.context.is_some();
+    let client = match connect(opts, ctx) {
+        Ok(c) => c,
+        Err(e) => {
+            let api = if !asked && e.0.starts_with("no Kubernetes credentials found") {
+                cluster::ApiUse::Skipped(e.0)
+            } else {
+                cluster::ApiUse::Failed(e.0)
+            };
+            return ClusterView {
+                api,
+                ..ClusterView::local_only(node)
+            };
+        }
+    };
+    ctx.stage(format!(
+        "listing pods on node {node}, PVs and VolumeAttachments from {}",
+        client.description
+    ));
+    match cluster::from_api(&client, &node) {
+        Ok(v) => {
+            ctx.debug(format!(
+                "cluster view from the API for node {node}: {} pods, {} PVs, {} VolumeAttachments",
+                v.pods.as_ref().map_or(0, Vec::len),
+                v.pvs.as_ref().map_or(0, Vec::len),
+                v.attachments.as_ref().map_or(0, Vec::len)
+            ));
+            v
+        }
+        Err(e) => ClusterView {
+            api: cluster::ApiUse::Failed(e.0),
+            ..ClusterView::local_only(node)
+        },
+    }
 }
 
 /// All I/O: mount table, vol_data.json files, cluster view, probes. Bounded by the deadline.
@@ -832,13 +914,22 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
     if not_probed > 0 {
         summary.push_str(&format!(", {not_probed} not probed"));
     }
-    match (c.pods.is_some(), c.pvs.is_some()) {
-        (false, false) => {
+    match (&c.api, c.pods.is_some(), c.pvs.is_some()) {
+        (cluster::ApiUse::Failed(e), _, _) => {
+            // The local findings stand; an OK would hide that half the check did not run.
+            summary.push_str(&format!("; API cross-checks failed: {e}"));
+            report.status = report.status.worst(Status::Unknown);
+        }
+        (cluster::ApiUse::Skipped(e), _, _) => {
+            summary.push_str("; API cross-checks skipped (no Kubernetes credentials: give --kubeconfig or --pods-json/--pvs-json)");
+            report = report.note(e.clone());
+        }
+        (_, false, false) => {
             summary.push_str("; API cross-checks skipped (no --pods-json/--pvs-json)")
         }
-        (false, true) => summary.push_str("; pod cross-check skipped (no --pods-json)"),
-        (true, false) => summary.push_str("; PV cross-check skipped (no --pvs-json)"),
-        (true, true) => {}
+        (_, false, true) => summary.push_str("; pod cross-check skipped (no --pods-json)"),
+        (_, true, false) => summary.push_str("; PV cross-check skipped (no --pvs-json)"),
+        (_, true, true) => {}
     }
     report.summary = summary;
 

@@ -96,6 +96,7 @@ fn va(pv: &str, node: &str) -> Attachment {
 
 fn full_view(pods: Vec<PodInfo>, pvs: Vec<PvInfo>, vas: Vec<Attachment>) -> ClusterView {
     ClusterView {
+        api: cluster::ApiUse::NotUsed,
         node: NODE.into(),
         pods: Some(pods),
         pvs: Some(pvs),
@@ -653,4 +654,58 @@ fn staging_without_any_clue_to_its_pv_is_stale_when_no_pv_hashes_to_it() {
         evaluate(&data(vec![m], view), &opts(&[])).status,
         Status::Warning
     );
+}
+
+#[test]
+fn api_failure_is_unknown_unless_a_mount_is_worse_and_no_credentials_is_a_skip() {
+    let failed = ClusterView {
+        api: cluster::ApiUse::Failed("HTTP 403 Forbidden: grant list on persistentvolumes".into()),
+        ..ClusterView::local_only(NODE)
+    };
+    let r = evaluate(&data(healthy_pair(), failed.clone()), &opts(&[]));
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary.ends_with(
+            "; API cross-checks failed: HTTP 403 Forbidden: grant list on persistentvolumes"
+        ),
+        "{}",
+        r.summary
+    );
+    let mut ms = healthy_pair();
+    ms[0].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let r = evaluate(&data(ms, failed), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.summary.contains("API cross-checks failed"),
+        "{}",
+        r.summary
+    );
+
+    let skipped = ClusterView {
+        api: cluster::ApiUse::Skipped("no Kubernetes credentials found: ...".into()),
+        ..ClusterView::local_only(NODE)
+    };
+    let r = evaluate(&data(healthy_pair(), skipped), &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.summary
+            .contains("API cross-checks skipped (no Kubernetes credentials"),
+        "{}",
+        r.summary
+    );
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.starts_with("no Kubernetes credentials found")));
+}
+
+#[test]
+fn the_api_leaves_the_probes_their_time() {
+    let s = Duration::from_secs;
+    // -t 10 (9.5 s of work), probes 3 s: the API gets 6 s.
+    assert_eq!(api_budget(Duration::from_millis(9500), s(3)), s(6));
+    // Probes longer than the run: the API still gets half, the probes are capped later.
+    assert_eq!(api_budget(s(4), s(30)), s(2));
 }
