@@ -42,9 +42,9 @@ not answer being abandoned, and classified:
   orphaned    a pod mount whose pod is not a pod of this node                   CRITICAL
   stale       a staging mount whose PV is gone or has no VolumeAttachment here  CRITICAL
   unpublished a staging mount no pod mount shares (device or PV)                WARNING
-The pod and PV cross-checks need the cluster view: from the API (see --kubeconfig), or from \
---pods-json (kubectl get pods -A -o json) and --pvs-json (kubectl get pv,volumeattachments,csidrivers \
--o json). Without credentials the summary says the cross-checks were skipped; a failing API is \
+The pod and PV cross-checks need the cluster view: from the API (credentials: --kubeconfig or \
+the usual lookup), or from --pods-json (kubectl get pods -A -o json) and --pvs-json (kubectl get \
+pv,volumeattachments,csidrivers -o json). Without credentials the summary says the cross-checks were skipped; a failing API is \
 UNKNOWN unless a mount is worse. -w/-c ranges on the number of stale mounts replace the per-class \
 states.";
 
