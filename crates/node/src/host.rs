@@ -90,7 +90,20 @@ impl Host {
     }
 
     /// The host's name, as the kubelet uses it for the node name by default.
+    ///
+    /// In a container `<root>/proc/sys/kernel/hostname` is no help: that file shows the UTS
+    /// namespace of the *reader* (the pod's name), not the host's. So container mode takes
+    /// `$NODE_NAME` (the DaemonSet sets it from `spec.nodeName`), then the host's `/etc/hostname`
+    /// through the host's root.
     pub fn hostname(&self) -> Option<String> {
+        if self.root.is_some() {
+            let clean = |s: String| Some(s.trim().to_lowercase()).filter(|s| !s.is_empty());
+            return std::env::var("NODE_NAME").ok().and_then(clean).or_else(|| {
+                std::fs::read_to_string(self.mount_path("/etc/hostname"))
+                    .ok()
+                    .and_then(clean)
+            });
+        }
         let from_file = std::fs::read_to_string(self.file("/proc/sys/kernel/hostname"))
             .ok()
             .map(|s| s.trim().to_lowercase())
@@ -147,6 +160,20 @@ mod tests {
                 "/host/proc/1/root/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount"
             )
         );
+    }
+
+    #[test]
+    fn container_hostname_is_the_hosts_not_the_pods() {
+        if std::env::var_os("NODE_NAME").is_some() {
+            return; // the environment decides; covered by the container-mode e2e test
+        }
+        let d = std::env::temp_dir().join(format!("node-host-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("proc/1/root/etc")).unwrap();
+        std::fs::create_dir_all(d.join("proc/sys/kernel")).unwrap();
+        std::fs::write(d.join("proc/sys/kernel/hostname"), "pod-name-xyz\n").unwrap();
+        std::fs::write(d.join("proc/1/root/etc/hostname"), "Worker-04\n").unwrap();
+        assert_eq!(Host::at(&d).hostname().as_deref(), Some("worker-04"));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
