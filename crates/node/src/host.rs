@@ -72,6 +72,32 @@ impl Host {
         }
     }
 
+    /// In container mode, why the host's mount namespace cannot be entered, if it cannot: reading
+    /// `<root>/proc/1/root` is a ptrace-read of the host's init, which takes CAP_SYS_PTRACE (and,
+    /// on AppArmor nodes, a profile that allows it). Checks that probe host paths can call this
+    /// first, so that a missing privilege reads as such rather than as "no kubelet root found".
+    pub fn access_problem(&self) -> Option<String> {
+        let r = self.root.as_ref()?;
+        let p = r.join("proc/1/root/");
+        match std::fs::metadata(&p) {
+            Ok(_) => None,
+            Err(e) if matches!(e.raw_os_error(), Some(nix::libc::EACCES | nix::libc::EPERM)) => {
+                Some(format!(
+                    "cannot enter the host's mount namespace through {}: {} \
+                     (needs CAP_SYS_PTRACE; on AppArmor nodes also an unconfined profile)",
+                    p.display(),
+                    crate::errtext(&e)
+                ))
+            }
+            Err(e) => Some(format!(
+                "cannot read the host's root {}: {} (is the host's /proc mounted at {}/proc?)",
+                p.display(),
+                crate::errtext(&e),
+                r.display()
+            )),
+        }
+    }
+
     /// `/sys` of the host.
     pub fn sys(&self) -> PathBuf {
         self.file("/sys")
@@ -173,6 +199,18 @@ mod tests {
         std::fs::write(d.join("proc/sys/kernel/hostname"), "pod-name-xyz\n").unwrap();
         std::fs::write(d.join("proc/1/root/etc/hostname"), "Worker-04\n").unwrap();
         assert_eq!(Host::at(&d).hostname().as_deref(), Some("worker-04"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn access_problem_names_a_missing_host_proc() {
+        assert_eq!(Host::local().access_problem(), None);
+        let d = std::env::temp_dir().join(format!("node-host-ap-{}", std::process::id()));
+        let p = Host::at(&d).access_problem().unwrap();
+        assert!(p.contains("No such file or directory (ENOENT)"), "{p}");
+        assert!(p.contains("/proc mounted at"), "{p}");
+        std::fs::create_dir_all(d.join("proc/1/root")).unwrap();
+        assert_eq!(Host::at(&d).access_problem(), None);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

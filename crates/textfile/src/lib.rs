@@ -146,9 +146,10 @@ pub fn unknown_metrics(name: &str, reason: &str) -> String {
 
 /// Run one check and return the text for its file.
 pub fn run_job(job: &Job, kill_after: Duration) -> String {
+    // stdin: an empty pipe, not /dev/null (works even where /dev is not populated).
     let mut child = match Command::new(&job.program)
         .args(&job.args)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -161,6 +162,7 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
             )
         }
     };
+    drop(child.stdin.take());
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
     let reader = std::thread::spawn(move || {
