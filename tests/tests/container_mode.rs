@@ -874,3 +874,78 @@ fn nrpe_image_answers_check_nrpe() {
     drop(c);
     drop(host);
 }
+
+/// Every manifest in deploy/ as JSON documents (through PyYAML, which kubernetes-validate needs).
+fn manifests_json(files: &[PathBuf]) -> Vec<serde_json::Value> {
+    let out = Cmd::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, json, yaml\n\
+             print(json.dumps([d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]))",
+        )
+        .args(files)
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn manifests_validate_against_kubernetes_schemas() {
+    let t = "manifests_validate_against_kubernetes_schemas";
+    if !need_tool(t, "kubernetes-validate") {
+        return;
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(e2e::workspace_root().join("deploy"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with("daemonset.yaml")),
+        "{files:?}"
+    );
+    // Strict: an unknown or misspelt field is an error, not a warning. 1.30 is the oldest
+    // Kubernetes with securityContext.appArmorProfile; the tool's default is the newest it knows.
+    for version in [Some("1.30.0"), None] {
+        let mut cmd = Cmd::new("kubernetes-validate").args(["--strict", "--quiet"]);
+        if let Some(v) = version {
+            cmd = cmd.args(["-k", v]);
+        }
+        let out = cmd.args(&files).run();
+        assert_eq!(
+            out.code, 0,
+            "kubernetes-validate {version:?} on {files:?}:\n{}{}",
+            out.stdout, out.stderr
+        );
+        progress(&format!(
+            "kubernetes-validate --strict {}: {} manifests valid",
+            version.unwrap_or("(newest)"),
+            files.len()
+        ));
+    }
+
+    // The DaemonSets' ServiceAccount and namespace are the ones deploy/rbac.yaml creates.
+    let docs = manifests_json(&files);
+    let kinds =
+        |k: &str| -> Vec<&serde_json::Value> { docs.iter().filter(|d| d["kind"] == k).collect() };
+    let daemonsets = kinds("DaemonSet");
+    assert!(daemonsets.len() >= 2, "textfile and NRPE DaemonSets");
+    if !files.iter().any(|f| f.ends_with("rbac.yaml")) {
+        progress("deploy/rbac.yaml not in this tree yet: ServiceAccount cross-check skipped");
+        return;
+    }
+    for ds in daemonsets {
+        let ns = ds["metadata"]["namespace"].as_str().unwrap();
+        let sa = ds["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        assert!(
+            kinds("ServiceAccount")
+                .iter()
+                .any(|s| s["metadata"]["name"] == sa && s["metadata"]["namespace"] == ns),
+            "DaemonSet {} uses ServiceAccount {ns}/{sa}, which deploy/rbac.yaml does not create",
+            ds["metadata"]["name"]
+        );
+    }
+}
