@@ -345,6 +345,7 @@ impl EmuContainer {
             .arg(host.init.to_string())
             .args(["-m", "-p", "--", "unshare", "-m", "-p", "-u", "-f"])
             .args(["--propagation", "slave", "sh", "-c", &script])
+            .env("NODE_NAME", "node-emu")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -773,6 +774,11 @@ fn nrpe_image_answers_check_nrpe() {
         assert!(w.next().unwrap().contains("/check_"), "{l}");
         assert_eq!(w.next(), Some("--host-root"), "{l}");
         assert_eq!(w.next(), Some("/host"), "{l}");
+        assert!(
+            !l.contains("--kubeconfig"),
+            "the pod uses its ServiceAccount: {l}"
+        );
+        assert!(!l.contains("sudo"), "{l}");
     }
     let ro_cmd = commands
         .iter()
@@ -801,8 +807,15 @@ fn nrpe_image_answers_check_nrpe() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    nrpe_cfg +=
-        "\ncommand[emu_whoami]=/bin/sh -c 'echo \"$(id -un) $(grep CapEff /proc/self/status)\"'\n";
+    // A probe command (a script in the "ConfigMap": NRPE would take `$...$` for its own macros).
+    // NRPE clears the environment of its commands: $NODE_NAME does not reach the checks there,
+    // which is why node::Host::hostname falls back to the host's /etc/hostname.
+    std::fs::write(
+        config.path().join("whoami.sh"),
+        "echo \"$(id -un) node=$NODE_NAME $(grep CapEff /proc/self/status)\"\n",
+    )
+    .unwrap();
+    nrpe_cfg += "\ncommand[emu_whoami]=/bin/sh /etc/k8s-storage-checks/whoami.sh\n";
     std::fs::write(config.path().join("nrpe.cfg"), nrpe_cfg).unwrap();
 
     let host = EmuHost::new(&tree);
@@ -838,7 +851,7 @@ fn nrpe_image_answers_check_nrpe() {
 
     // The checks run as nagios with exactly the three capabilities, ambient.
     let who = nrpe("emu_whoami");
-    assert!(who.stdout.starts_with("nagios CapEff:"), "{who:?}");
+    assert!(who.stdout.starts_with("nagios node= CapEff:"), "{who:?}");
     let eff = who.stdout.split_whitespace().last().unwrap().to_string();
     let want = Cmd::new("capsh").arg(format!("--decode={eff}")).run();
     let mut got: Vec<&str> = want
@@ -874,6 +887,37 @@ fn nrpe_image_answers_check_nrpe() {
     let out = nrpe(&ro_cmd);
     out.assert_status(NAME, 2);
     assert!(out.first_line().contains("read-only: pvc-0b7e"), "{out:?}");
+
+    // Every shipped command runs in the image and answers by the protocol (no usage error, no
+    // missing binary or privilege refusal from NRPE itself).
+    let built = e2e::all_checks();
+    for l in &commands {
+        let name = l["command[".len()..].split(']').next().unwrap();
+        let binary = l
+            .split_once('=')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap();
+        if !built.iter().any(|b| binary.ends_with(&format!("/{b}"))) {
+            progress(&format!("{name}: {binary} not in this tree yet"));
+            continue;
+        }
+        let out = nrpe(name);
+        progress(&format!("check_nrpe -c {name}: {}", out.first_line()));
+        assert!((0..=3).contains(&out.code), "{name}: {out:?}");
+        let status = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][out.code as usize];
+        let mut w = out.first_line().split(' ');
+        let (label, word) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+        assert!(
+            !label.is_empty()
+                && label.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                && word == status,
+            "{name}: not a plugin answer: {out:?}"
+        );
+        assert!(!out.stdout.contains("usage error"), "{name}: {out:?}");
+    }
     drop(c);
     drop(host);
 }
