@@ -402,6 +402,20 @@ impl EmuContainer {
     }
 }
 
+impl EmuContainer {
+    /// Send `sig` to the container's init (as the runtime does on pod deletion) and wait for the
+    /// container to end; its exit status.
+    fn stop(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.init as i32), sig).unwrap();
+        let mut status = None;
+        wait_for("the container to stop", || {
+            status = self.holder.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
 impl Drop for EmuContainer {
     fn drop(&mut self) {
         use nix::sys::signal::{kill, Signal};
@@ -679,6 +693,51 @@ fn plain_image_sees_the_host_through_host_root() {
         assert!(out.elapsed < Duration::from_secs(15 + 10), "{out:?}");
     }
     drop(c);
+
+    // The runner as the image's entrypoint, PID 1 of its container, as the DaemonSet starts it:
+    // it writes on its own schedule, and a SIGTERM (which PID 1 would ignore without a
+    // handler) ends it at once.
+    let textfile2 = tempfile::tempdir().unwrap();
+    let mut runner = EmuContainer::start(
+        &host,
+        Spec {
+            layers: vec![layer.path().to_path_buf()],
+            caps: caps.clone(),
+            binds: vec![
+                (textfile2.path().to_path_buf(), "/textfile", false),
+                (
+                    state.path().to_path_buf(),
+                    "/var/lib/k8s-storage-checks",
+                    false,
+                ),
+            ],
+            main: Some(
+                [
+                    "/usr/local/bin/k8s-storage-checks-textfile",
+                    "--dir=/textfile",
+                    "--interval=1h",
+                    "--host-root=/host",
+                    "--check=check_ro_pvc_mounts -t 20 --probe-timeout 2s",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+        },
+    );
+    let prom = textfile2.path().join("check_ro_pvc_mounts.prom");
+    wait_for("the runner's first file", || prom.exists());
+    let text = std::fs::read_to_string(&prom).unwrap();
+    // The errored ext4 PV and the hung FUSE mount, both critical.
+    assert!(
+        text.contains("k8s_storage_check_status{check=\"check_ro_pvc_mounts\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("k8s_storage_check_ro_volumes{check=\"check_ro_pvc_mounts\"} 2\n"),
+        "{text}"
+    );
+    let status = runner.stop(nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "runner ended by SIGTERM: {status:?}");
     drop(host);
 }
 
