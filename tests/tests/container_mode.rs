@@ -1055,3 +1055,41 @@ fn manifests_validate_against_kubernetes_schemas() {
         );
     }
 }
+
+#[test]
+fn readme_documents_every_runner_option() {
+    let help = Cmd::check("k8s-storage-checks-textfile")
+        .arg("--help")
+        .run();
+    assert_eq!(help.code, 0, "{help:?}");
+    let readme = std::fs::read_to_string(e2e::workspace_root().join("README.md")).unwrap();
+    let section = readme
+        .split("<!-- container-mode:begin -->")
+        .nth(1)
+        .and_then(|s| s.split("<!-- container-mode:end -->").next())
+        .expect("README has the container-mode section");
+    let mut n = 0;
+    // Option lines: `  -x, --name <VALUE>` or `      --name <VALUE>`.
+    for line in help.stdout.lines().map(str::trim_start) {
+        if !line.starts_with('-') {
+            continue;
+        }
+        let Some(opt) = line
+            .split_whitespace()
+            .map(|w| w.trim_end_matches(','))
+            .find(|w| w.starts_with("--"))
+        else {
+            continue;
+        };
+        let opt = opt.split(['=', '<', '[']).next().unwrap();
+        if ["--help", "--version"].contains(&opt) {
+            continue;
+        }
+        n += 1;
+        assert!(
+            section.contains(&format!("`{opt}")),
+            "README's container-mode section does not mention {opt}"
+        );
+    }
+    assert!(n >= 6, "{help:?}");
+}
