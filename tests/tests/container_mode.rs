@@ -287,9 +287,8 @@ impl EmuContainer {
             dirs.path().join("upper"),
             dirs.path().join("work"),
         );
-        for d in [&root, &upper, &work] {
-            std::fs::create_dir_all(d).unwrap();
-        }
+        // The writable layer lives on a tmpfs of the container's own (overlayfs refuses an upper
+        // directory on overlayfs, which /tmp may be when CI itself runs in a container).
         let lower = spec
             .layers
             .iter()
@@ -299,6 +298,8 @@ impl EmuContainer {
         let mut script = format!(
             "set -e
              R='{r}'
+             mount -t tmpfs -o mode=0755 emu-rw '{base}'
+             mkdir -p \"$R\" '{u}' '{w}'
              mount -t overlay emu-image -o 'lowerdir={lower},upperdir={u},workdir={w}' \"$R\"
              bind() {{ mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; [ \"$3\" = ro ] && mount -o remount,bind,ro \"$R$2\"; true; }}
              mkdir -p \"$R/dev\"; mount -t tmpfs -o mode=0755,nosuid emu-dev \"$R/dev\"
@@ -311,6 +312,7 @@ impl EmuContainer {
              bind /var/log /host/var/log ro
              ",
             r = root.display(),
+            base = dirs.path().display(),
             u = upper.display(),
             w = work.display()
         );
