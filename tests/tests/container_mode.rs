@@ -993,7 +993,10 @@ fn manifests_json(files: &[PathBuf]) -> Vec<serde_json::Value> {
         )
         .args(files)
         .run();
-    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.code, 0,
+        "python3 with PyYAML (Debian: python3-yaml) reads the manifests: {out:?}"
+    );
     serde_json::from_str(&out.stdout).unwrap()
 }
 
