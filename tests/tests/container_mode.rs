@@ -542,7 +542,32 @@ fn plain_image_sees_the_host_through_host_root() {
         out.assert_protocol(NAME);
         progress(&format!("without {missing}: {}", out.first_line()));
         if missing == "cap_syslog" {
-            continue; // /dev/kmsg: the kernel-log checks' need, not this check's
+            // /dev/kmsg: the kernel-log check's need, not this check's.
+            if e2e::all_checks()
+                .iter()
+                .any(|b| b == "check_storage_kernel_errors")
+            {
+                let k = c
+                    .exec_caps(
+                        &fewer,
+                        "/usr/lib/nagios/plugins/check_storage_kernel_errors",
+                    )
+                    .args(["--host-root", "/host", "-t", "20"])
+                    .run();
+                progress(&format!(
+                    "  check_storage_kernel_errors: {}",
+                    k.first_line()
+                ));
+                k.assert_protocol("STORAGE_KERNEL_ERRORS");
+                assert_ne!(k.code, 0, "still OK without {missing}: {k:?}");
+                assert!(
+                    ["CAP_SYSLOG", "EPERM", "ermission", "not permitted"]
+                        .iter()
+                        .any(|w| k.stdout.contains(w)),
+                    "without {missing} the failure should say permission: {k:?}"
+                );
+            }
+            continue;
         }
         assert_ne!(out.code, 0, "still OK without {missing}: {out:?}");
         if missing == "cap_sys_ptrace" {
