@@ -37,14 +37,14 @@ pub const POLL_MAX: Duration = Duration::from_secs(1);
     version,
     about = "Alert when an API server's watch cache stops reflecting writes",
     long_about = "Alert when an API server's watch cache stops reflecting writes.\n\n\
-Writes a fresh nonce into an annotation of one ConfigMap (--namespace/--name; --create makes it \
-when missing), then reads it back with resourceVersion=0 — served from the API server's watch \
+Writes a fresh nonce into an annotation of one ConfigMap, chosen by --namespace and --name and \
+created when missing if --create is given, then reads it back with resourceVersion=0 — served from the API server's watch \
 cache — until the nonce shows or --deadline passes. With --apiserver (repeatable) every API server \
 of an HA control plane is read separately (same credentials and CA as the kubeconfig); the write \
 goes to the first. CRITICAL when a cache did not show the write within --deadline, WARNING when \
 it lagged more than -w. This is the only check of the suite that writes: RBAC get+patch on that \
-one ConfigMap (and create with --create).\n\n\
-The default -t is 35s (--deadline 30s plus margin); -t must exceed --deadline by 2s. NRPE's \
+one ConfigMap, plus create for --create.\n\n\
+The default -t is 35s, the default --deadline of 30s plus a margin; -t must exceed --deadline by 2s. NRPE's \
 command_timeout (default 60s) must exceed -t.",
     mut_arg("timeout", |a| a.default_value("35"))
 )]
@@ -56,7 +56,7 @@ pub struct Opts {
     #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5s", value_parser = parse_range)]
     pub warning: Range,
 
-    /// Critical when a watch cache lags a write by more than this (duration range; default: --deadline)
+    /// Critical when a watch cache lags a write by more than this (duration range; default: the --deadline value)
     #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = parse_range)]
     pub critical: Option<Range>,
 
