@@ -203,6 +203,24 @@ fn missing_configmap_needs_create() {
 }
 
 #[test]
+fn created_canary_missing_from_a_frozen_cache_is_critical() {
+    let (_srv, store, kc) = cluster(CacheMode::Frozen, false);
+    let out = check(&kc, &["--create", "--deadline", "2s", "-t", "5"]);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains("did not reflect a write after 2s"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("404: the cache does not have the ConfigMap yet"),
+        "{out:?}"
+    );
+    assert!(store.get(NS, CM).is_some());
+}
+
+#[test]
 fn forbidden_create_names_the_create_rule() {
     let (srv, _store, kc) = cluster(CacheMode::Healthy, false);
     srv.fail_when(|r| r.method == "POST", Fault::Http(403), None);

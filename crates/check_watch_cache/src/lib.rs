@@ -109,6 +109,8 @@ pub enum Outcome {
         reads: u32,
         /// The nonce the cache still showed (None: no annotation at all).
         last: Option<String>,
+        /// The cache did not even have the ConfigMap (404 after it was created).
+        missing: bool,
         /// Reads that failed meanwhile (transport errors, 5xx).
         errors: u32,
         last_error: Option<String>,
@@ -260,6 +262,7 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
                 waited,
                 reads,
                 last,
+                missing,
                 errors,
                 last_error,
             } => {
@@ -273,9 +276,10 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
                     "{}: watch cache did not reflect a write after {} ({reads} RV=0 reads still served {}): frozen watch cache?",
                     s.server,
                     fmt_duration(*waited),
-                    match last {
-                        Some(n) => format!("the older nonce {n}"),
-                        None => "the canary without a nonce".to_string(),
+                    match (last, missing) {
+                        (_, true) => "404: the cache does not have the ConfigMap yet".to_string(),
+                        (Some(n), _) => format!("the older nonce {n}"),
+                        (None, _) => "the canary without a nonce".to_string(),
                     }
                 );
                 if *errors > 0 {
@@ -483,7 +487,10 @@ impl Opts {
     fn poll(&self, client: &Client, nonce: &str, written: Instant, until: Instant) -> Outcome {
         let path = self.path();
         let (mut reads, mut errors) = (0u32, 0u32);
-        let (mut last, mut last_error, mut answered) = (None, None, false);
+        let (mut last, mut last_error, mut answered, mut missing) = (None, None, false, false);
+        // The object was just written: a 404 for it from the cache is the cache lagging (the
+        // ConfigMap was created by this run), unlike a 404 for the whole resource (wrong URL).
+        let gone = format!("\"{}\" not found", self.name);
         let mut pause = POLL_FIRST;
         loop {
             reads += 1;
@@ -497,7 +504,12 @@ impl Opts {
                         };
                     }
                     answered = true;
+                    missing = false;
                     last = seen;
+                }
+                Err(e) if e.status == Some(404) && e.message.contains(&gone) => {
+                    answered = true;
+                    missing = true;
                 }
                 Err(e) if retryable(&e) => {
                     errors += 1;
@@ -523,6 +535,7 @@ impl Opts {
                 waited: written.elapsed(),
                 reads,
                 last,
+                missing,
                 errors,
                 last_error,
             }
@@ -688,6 +701,7 @@ mod tests {
             waited: Duration::from_secs(s),
             reads: 30,
             last: Some("0.1-9".into()),
+            missing: false,
             errors: 0,
             last_error: None,
         }
