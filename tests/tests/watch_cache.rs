@@ -287,7 +287,7 @@ fn two_api_servers_one_frozen() {
             >= 2
     );
 
-    // Thawed: both OK, same labels.
+    // Still frozen on the next run (a fresh nonce does not help).
     let out = check(
         &kc,
         &[
@@ -302,6 +302,7 @@ fn two_api_servers_one_frozen() {
         ],
     );
     out.assert_status(NAME, 2); // b is still frozen
+                                // A healthy peer in its place: both OK.
     let b2 = a.start_peer();
     b2.configmaps(&store, CacheMode::Healthy);
     let out = check(&kc, &["--apiserver", &a.url(), "--apiserver", &b2.url()]);
