@@ -1,0 +1,789 @@
+//! Deployment, end to end: the Ansible role installs the suite on this machine (the real plugin
+//! directory and nrpe.d), the real NRPE daemon serves the rendered commands on a loopback port as
+//! the nagios user, and the real `check_nrpe` calls every one of them. A second role run must
+//! change nothing. Plus: the role on another layout (release tarball, sudo mode, temp paths), the
+//! static nrpe.d file against the role's rendering, lint/syntax and argument-spec validation, and
+//! the Icinga 2 definitions through the real `icinga2 daemon -C`.
+
+use e2e::{all_checks, bin_dir, need_root, need_tool, workspace_root, Cmd, Output};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const PLUGIN_DIR: &str = "/usr/lib/nagios/plugins";
+const NRPE_D: &str = "/etc/nagios/nrpe.d";
+const NRPE_FILE: &str = "k8s-storage-checks.cfg";
+const CHECK_NRPE: &str = "/usr/lib/nagios/plugins/check_nrpe";
+const STATE_DIR: &str = "/var/lib/k8s-storage-checks";
+const KUBECONFIG_DIR: &str = "/etc/k8s-storage-checks";
+const WRAPPER: &str = "/usr/local/sbin/k8s-storage-checks-textfile";
+const UNITS: [&str; 2] = [
+    "/etc/systemd/system/k8s-storage-checks-textfile.service",
+    "/etc/systemd/system/k8s-storage-checks-textfile.timer",
+];
+const JOURNAL_GROUP: &str = "systemd-journal";
+
+/// Tests that run the role against this machine's real paths must not overlap.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+/// The status name of a check binary: check_ro_pvc_mounts → RO_PVC_MOUNTS.
+fn status_name(check: &str) -> String {
+    check.trim_start_matches("check_").to_uppercase()
+}
+
+fn role_dir() -> PathBuf {
+    workspace_root().join("ansible/roles")
+}
+
+/// Run a playbook with `-c local -i localhost,`, the role from the repository and the JSON
+/// callback; returns the process output and the callback's JSON document.
+fn ansible(playbook: &Path, vars: &Value, work: &Path, extra: &[&str]) -> (Output, Value) {
+    let vars_file = work.join(format!(
+        "vars-{}.json",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    let out = Cmd::new("ansible-playbook")
+        .args(["-c", "local", "-i", "localhost,"])
+        .arg(playbook)
+        .arg("-e")
+        .arg(format!("@{}", vars_file.display()))
+        .args(extra)
+        .env("ANSIBLE_ROLES_PATH", role_dir())
+        .env("ANSIBLE_STDOUT_CALLBACK", "json")
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_RETRY_FILES_ENABLED", "0")
+        .env("ANSIBLE_PYTHON_INTERPRETER", "/usr/bin/python3")
+        .run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
+    (out, doc)
+}
+
+/// stats.localhost of the JSON callback, after asserting the run succeeded.
+fn stats(out: &Output, doc: &Value) -> Value {
+    assert_eq!(
+        out.code, 0,
+        "ansible-playbook failed:\n{}\n{}",
+        out.stdout, out.stderr
+    );
+    let s = doc["stats"]["localhost"].clone();
+    assert_eq!(s["failures"], 0, "{s}");
+    assert_eq!(s["unreachable"], 0, "{s}");
+    s
+}
+
+/// Names of the tasks that reported a change (for the message when idempotence breaks).
+fn changed_tasks(doc: &Value) -> Vec<String> {
+    let mut v = Vec::new();
+    for play in doc["plays"].as_array().into_iter().flatten() {
+        for t in play["tasks"].as_array().into_iter().flatten() {
+            if t["hosts"]["localhost"]["changed"] == true {
+                v.push(t["task"]["name"].as_str().unwrap_or("?").to_string());
+            }
+        }
+    }
+    v
+}
+
+/// Whether a task (by name) appears in the run (a handler: was notified; it may still skip).
+fn task_listed(doc: &Value, name: &str) -> bool {
+    doc["plays"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["tasks"].as_array().into_iter().flatten())
+        .any(|t| {
+            let n = t["task"]["name"].as_str().unwrap_or("");
+            n == name || n.ends_with(&format!(" : {name}"))
+        })
+}
+
+fn user_in_group(user: &str, group: &str) -> bool {
+    let out = Cmd::new("id").args(["-nG", user]).run();
+    out.stdout.split_whitespace().any(|g| g == group)
+}
+
+/// A free TCP port on the loopback interface.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Everything the main test put on this machine; removed again when dropped, even on failure.
+/// Paths that existed before the test are left alone except our own binaries and nrpe.d file,
+/// which the test replaces on purpose (a fresh install is what it tests).
+struct Machine {
+    remove: Vec<PathBuf>,
+    group_was_member: bool,
+    nrpe: Option<Child>,
+}
+
+impl Machine {
+    fn take_over(checks: &[String]) -> Machine {
+        let mut remove: Vec<PathBuf> = checks
+            .iter()
+            .map(|c| Path::new(PLUGIN_DIR).join(c))
+            .collect();
+        remove.push(Path::new(NRPE_D).join(NRPE_FILE));
+        for p in [STATE_DIR, KUBECONFIG_DIR, WRAPPER, UNITS[0], UNITS[1]] {
+            if !Path::new(p).exists() {
+                remove.push(PathBuf::from(p));
+            }
+        }
+        let m = Machine {
+            remove,
+            group_was_member: user_in_group("nagios", JOURNAL_GROUP),
+            nrpe: None,
+        };
+        m.clean_files();
+        m
+    }
+
+    fn clean_files(&self) {
+        for p in &self.remove {
+            if p.is_dir() {
+                let _ = std::fs::remove_dir_all(p);
+            } else {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.nrpe.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.clean_files();
+        if !self.group_was_member && user_in_group("nagios", JOURNAL_GROUP) {
+            let _ = Command::new("gpasswd")
+                .args(["-d", "nagios", JOURNAL_GROUP])
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// A kubeconfig whose API server is a closed loopback port: the API checks must say they cannot
+/// reach it (this machine has no Kubernetes).
+fn dead_api_kubeconfig() -> (String, u16) {
+    let port = free_port();
+    let kc = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: checks\n  user:\n    token: not-a-real-token-0123456789\ncontexts:\n- name: dead\n  context:\n    cluster: dead\n    user: checks\ncurrent-context: dead\n"
+    );
+    (kc, port)
+}
+
+/// What each check must answer through NRPE on this machine (no Kubernetes, no kubelet, no
+/// iSCSI; the kubelet root given to the node checks is an empty directory only root can enter).
+fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
+    let name = status_name(check);
+    out.assert_protocol(&name);
+    let line = out.first_line().to_string();
+    let lower = line.to_lowercase();
+    assert!(
+        !lower.contains("usage error"),
+        "{check}: the NRPE command line is not accepted by the check: {line}"
+    );
+    assert!(
+        !lower.contains("could not complete ssl") && !lower.contains("command not defined"),
+        "{check}: NRPE did not run it: {line}"
+    );
+    let api = format!("127.0.0.1:{api_port}");
+    match check {
+        // An empty kubelet root: nothing mounted, nothing to alarm about.
+        "check_ro_pvc_mounts" => {
+            out.assert_status(&name, 0);
+            assert!(line.contains("no PV mounts"), "{line}");
+        }
+        "check_stale_csi_mounts" => {
+            assert!(out.code == 0 || out.code == 3, "{line}");
+            if out.code == 3 {
+                assert!(line.contains(&api) || lower.contains("connect"), "{line}");
+            }
+        }
+        // CAP_SYSLOG through the file capability: kmsg must be readable although
+        // kernel.dmesg_restrict=1 and NRPE runs as nagios.
+        "check_storage_kernel_errors" => {
+            assert!(
+                !line.contains("CAP_SYSLOG") && !lower.contains("permission denied"),
+                "the file capability did not reach the check: {line}"
+            );
+            assert!(out.code <= 2, "{line}");
+        }
+        // The journal through the group: no permission problem, whatever else it finds.
+        "check_kubelet_nested_ops" => {
+            assert!(!lower.contains("permission denied"), "{line}");
+        }
+        // No iSCSI sessions on this machine.
+        "check_iscsi_sessions" => {
+            assert!(out.code == 0 || out.code == 3, "{line}");
+        }
+        // The API checks cannot reach the (dead) API server and say so.
+        "check_stuck_scheduled"
+        | "check_jiva_rep_crashloop"
+        | "check_watch_cache"
+        | "check_stuck_terminating" => {
+            out.assert_status(&name, 3);
+            assert!(
+                line.contains(&api) || lower.contains("connect"),
+                "{check} should name the unreachable API server: {line}"
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The NRPE daemon on a loopback port, serving the rendered nrpe.d as the nagios user (like
+/// Debian's unit: started as nagios with its groups, not as root).
+fn start_nrpe(work: &Path, port: u16) -> Child {
+    let dir = work.join("nrpe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = dir.join("nrpe.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "server_address=127.0.0.1\nserver_port={port}\nallowed_hosts=127.0.0.1\n\
+             dont_blame_nrpe=0\nallow_bash_command_substitution=0\ndebug=0\n\
+             command_timeout=60\nconnection_timeout=300\ndisable_syslog=1\n\
+             include_dir={NRPE_D}/\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let child = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nagios",
+            "--regid",
+            "nagios",
+            "--init-groups",
+            "--",
+            "/usr/sbin/nrpe",
+            "-c",
+        ])
+        .arg(&cfg)
+        .arg("-f")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nrpe");
+    child
+}
+
+/// Wait until the daemon answers a version query (or fail with what it printed).
+fn wait_nrpe(child: &mut Child, port: u16) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            let v = Cmd::new(CHECK_NRPE)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .run();
+            if v.code == 0 && v.stdout.starts_with("NRPE v") {
+                return;
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(e) = child.stderr.take() {
+                for l in BufReader::new(e).lines().map_while(Result::ok) {
+                    err.push_str(&l);
+                    err.push('\n');
+                }
+            }
+            panic!("nrpe exited ({status}) before answering: {err}");
+        }
+        assert!(Instant::now() < until, "nrpe did not answer within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `command[name]=line` entries of an nrpe.d file.
+fn nrpe_commands(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("command["))
+        .filter_map(|l| l.split_once("]="))
+        .map(|(n, c)| (n.to_string(), c.to_string()))
+        .collect()
+}
+
+#[test]
+fn role_installs_the_suite_and_nrpe_answers_every_check() {
+    let t = "role_installs_the_suite_and_nrpe_answers_every_check";
+    if !need_root(t)
+        || !need_tool(t, "ansible-playbook")
+        || !need_tool(t, "/usr/sbin/nrpe")
+        || !need_tool(t, CHECK_NRPE)
+        || !need_tool(t, "setcap")
+    {
+        return;
+    }
+    let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let checks = all_checks();
+    assert!(!checks.is_empty());
+    let bins = bin_dir();
+    let work = tempfile::tempdir().unwrap();
+    let mut machine = Machine::take_over(&checks);
+
+    // A kubelet root only root can enter: the node checks need CAP_DAC_READ_SEARCH there.
+    let kroot = work.path().join("private/var/lib/kubelet");
+    std::fs::create_dir_all(kroot.join("pods")).unwrap();
+    std::fs::set_permissions(
+        work.path().join("private"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    let textfile_dir = work.path().join("textfile");
+    let (kubeconfig, api_port) = dead_api_kubeconfig();
+    let vars = json!({
+        "k8s_storage_checks_src_dir": bins,
+        "k8s_storage_checks_enabled": checks,
+        "k8s_storage_checks_kubelet_roots": [kroot],
+        "k8s_storage_checks_kubeconfig_content": kubeconfig,
+        // No init system runs here: the test starts its own NRPE daemon instead.
+        "k8s_storage_checks_nrpe_restart": false,
+        "k8s_storage_checks_textfile_enabled": true,
+        "k8s_storage_checks_textfile_dir": textfile_dir,
+    });
+    let playbook = workspace_root().join("tests/deploy/site.yml");
+
+    // First run: installs everything and notifies the NRPE restart.
+    let (out, doc) = ansible(&playbook, &vars, work.path(), &[]);
+    let s = stats(&out, &doc);
+    assert!(s["changed"].as_u64().unwrap() > 0, "{s}");
+    assert!(
+        task_listed(&doc, "Restart NRPE"),
+        "the restart handler was not notified by a changing run"
+    );
+
+    // What landed on disk.
+    let rendered = std::fs::read_to_string(Path::new(NRPE_D).join(NRPE_FILE)).unwrap();
+    let commands = nrpe_commands(&rendered);
+    for c in &checks {
+        let p = Path::new(PLUGIN_DIR).join(c);
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755, "{}", p.display());
+        let cmd = commands
+            .get(c)
+            .unwrap_or_else(|| panic!("no NRPE command for {c}:\n{rendered}"));
+        assert!(cmd.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
+        assert!(!cmd.contains("$ARG"), "{cmd}");
+    }
+    let caps = |c: &str| {
+        Cmd::new("getcap")
+            .arg(Path::new(PLUGIN_DIR).join(c))
+            .run()
+            .stdout
+    };
+    for (c, cap) in [
+        ("check_ro_pvc_mounts", "cap_dac_read_search"),
+        ("check_stale_csi_mounts", "cap_dac_read_search"),
+        ("check_storage_kernel_errors", "cap_syslog"),
+    ] {
+        if checks.iter().any(|x| x == c) {
+            assert!(caps(c).contains(&format!("{cap}=ep")), "{c}: {}", caps(c));
+        }
+    }
+    for c in checks.iter().filter(|c| {
+        ![
+            "check_ro_pvc_mounts",
+            "check_stale_csi_mounts",
+            "check_storage_kernel_errors",
+        ]
+        .contains(&c.as_str())
+    }) {
+        assert!(!caps(c).contains("cap_"), "{c} should have no capability");
+    }
+    let kc = Path::new(KUBECONFIG_DIR).join("kubeconfig");
+    let meta = std::fs::metadata(&kc).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o440);
+    assert!(user_in_group("nagios", JOURNAL_GROUP));
+
+    // The real NRPE daemon, as nagios, and the real check_nrpe against every command.
+    let port = free_port();
+    machine.nrpe = Some(start_nrpe(work.path(), port));
+    wait_nrpe(machine.nrpe.as_mut().unwrap(), port);
+    for c in &checks {
+        let out = Cmd::new(CHECK_NRPE)
+            .args([
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "30",
+                "-c",
+                c,
+            ])
+            .run();
+        println!("{c} (exit {}): {}", out.code, out.first_line());
+        assert_answer_here(c, &out, api_port);
+        // Consistent with running the same command line directly as nagios.
+        let direct = Cmd::new("setpriv")
+            .args([
+                "--reuid",
+                "nagios",
+                "--regid",
+                "nagios",
+                "--init-groups",
+                "--",
+                "sh",
+                "-c",
+                &commands[c],
+            ])
+            .run();
+        assert_eq!(direct.code, out.code, "{c}: {direct:?} vs {out:?}");
+        assert_eq!(direct.status(), out.status());
+    }
+    // An undefined command is refused by NRPE, not silently OK.
+    let none = Cmd::new(CHECK_NRPE)
+        .args([
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            "check_nope",
+        ])
+        .run();
+    assert_eq!(none.code, 3, "{none:?}");
+
+    // The Prometheus textfile wrapper, as the timer would run it (as nagios): one file per
+    // check, complete, no temp files left behind.
+    let wrap = Cmd::new("setpriv")
+        .args([
+            "--reuid",
+            "nagios",
+            "--regid",
+            "nagios",
+            "--init-groups",
+            "--",
+            WRAPPER,
+        ])
+        .arg(&textfile_dir)
+        .run();
+    assert_eq!(wrap.code, 0, "{wrap:?}");
+    let mut names: Vec<String> = std::fs::read_dir(&textfile_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let want: Vec<String> = checks
+        .iter()
+        .map(|c| format!("k8s_storage_checks_{c}.prom"))
+        .collect();
+    assert_eq!(
+        names, want,
+        "textfile directory holds exactly one file per check"
+    );
+    for c in &checks {
+        let text =
+            std::fs::read_to_string(textfile_dir.join(format!("k8s_storage_checks_{c}.prom")))
+                .unwrap();
+        assert!(
+            text.contains(&format!("k8s_storage_check_status{{check=\"{c}\"}} ")),
+            "{c}: {text}"
+        );
+    }
+
+    // Second run: nothing changes, so NRPE is not restarted.
+    let (out, doc) = ansible(&playbook, &vars, work.path(), &[]);
+    let s = stats(&out, &doc);
+    assert_eq!(
+        s["changed"],
+        0,
+        "second run changed: {:?}",
+        changed_tasks(&doc)
+    );
+    assert!(!task_listed(&doc, "Restart NRPE"));
+    drop(machine);
+    assert!(!Path::new(NRPE_D).join(NRPE_FILE).exists());
+}
+
+/// The suite's known checks (the role's argument spec lists the same names).
+const ALL_NINE: [&str; 9] = [
+    "check_ro_pvc_mounts",
+    "check_stale_csi_mounts",
+    "check_kubelet_nested_ops",
+    "check_storage_kernel_errors",
+    "check_iscsi_sessions",
+    "check_stuck_scheduled",
+    "check_jiva_rep_crashloop",
+    "check_watch_cache",
+    "check_stuck_terminating",
+];
+
+#[test]
+fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
+    let t = "static_nrpe_file_is_the_roles_rendering_and_covers_every_check";
+    let repo = workspace_root().join("nrpe.d").join(NRPE_FILE);
+    let text = std::fs::read_to_string(&repo).unwrap();
+    let static_cmds = nrpe_commands(&text);
+    // Every check in the workspace has a command (this keeps passing as checks land, and fails
+    // when one lands without its NRPE command).
+    for c in all_checks() {
+        let cmd = static_cmds
+            .get(&c)
+            .unwrap_or_else(|| panic!("nrpe.d/{NRPE_FILE} has no command for {c}"));
+        assert!(cmd.starts_with(&format!("{PLUGIN_DIR}/{c} -t 8")), "{cmd}");
+        assert!(!cmd.contains("$ARG"), "{cmd}");
+    }
+    if !need_tool(t, "ansible-playbook") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let vars = json!({
+        "k8s_storage_checks_nrpe_config_dir": work.path(),
+        "k8s_storage_checks_nrpe_restart": false,
+    });
+    let (out, doc) = ansible(
+        &workspace_root().join("tests/deploy/render-nrpe.yml"),
+        &vars,
+        work.path(),
+        &[],
+    );
+    stats(&out, &doc);
+    let rendered = std::fs::read_to_string(work.path().join(NRPE_FILE)).unwrap();
+    let rendered_cmds = nrpe_commands(&rendered);
+    assert_eq!(
+        rendered_cmds.keys().collect::<Vec<_>>().len(),
+        ALL_NINE.len(),
+        "{rendered}"
+    );
+    assert_eq!(
+        static_cmds, rendered_cmds,
+        "nrpe.d/{NRPE_FILE} differs from the role's rendering with its defaults"
+    );
+}
+
+/// The binaries of the suite that exist, packed like a release tarball (one top directory).
+fn release_tarball(work: &Path, checks: &[String]) -> PathBuf {
+    let top = work.join("k8s-storage-checks-0.1.0");
+    std::fs::create_dir_all(&top).unwrap();
+    for c in checks {
+        std::fs::copy(bin_dir().join(c), top.join(c)).unwrap();
+    }
+    let tarball = work.join("k8s-storage-checks-0.1.0-x86_64-linux.tar.gz");
+    let out = Cmd::new("tar")
+        .arg("-C")
+        .arg(work)
+        .arg("-czf")
+        .arg(&tarball)
+        .arg("k8s-storage-checks-0.1.0")
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    tarball
+}
+
+/// Another layout, entirely under a temp directory: binaries from a release tarball, sudo mode
+/// (the sudoers drop-in validated by visudo), iscsid.conf edited, no package install, no group
+/// change. Idempotent as well.
+#[test]
+fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
+    let t = "role_on_another_layout_from_a_release_tarball_in_sudo_mode";
+    if !need_root(t)
+        || !need_tool(t, "ansible-playbook")
+        || !need_tool(t, "visudo")
+        || !need_tool(t, "setcap")
+    {
+        return;
+    }
+    let checks = all_checks();
+    let work = tempfile::tempdir().unwrap();
+    let tarball = release_tarball(work.path(), &checks);
+    let root = work.path().join("root");
+    let iscsid = root.join("etc/iscsi/iscsid.conf");
+    std::fs::create_dir_all(iscsid.parent().unwrap()).unwrap();
+    std::fs::write(
+        &iscsid,
+        "node.startup = manual\n# To specify the length of time to wait for session re-establishment\nnode.session.timeo.replacement_timeout = 120\nnode.conn[0].timeo.login_timeout = 15\n",
+    )
+    .unwrap();
+    let p = |s: &str| root.join(s).to_string_lossy().into_owned();
+    let vars = json!({
+        "k8s_storage_checks_release_tarball": tarball,
+        "k8s_storage_checks_tarball_strip": 1,
+        "k8s_storage_checks_unpack_dir": p("var/cache/k8s-storage-checks/release"),
+        "k8s_storage_checks_enabled": checks,
+        "k8s_storage_checks_plugin_dir": p("usr/lib64/nagios/plugins"),
+        "k8s_storage_checks_nrpe_config_dir": p("etc/nrpe.d"),
+        "k8s_storage_checks_nrpe_user": "nagios",
+        "k8s_storage_checks_nrpe_group": "nagios",
+        "k8s_storage_checks_install_packages": false,
+        "k8s_storage_checks_nrpe_restart": false,
+        "k8s_storage_checks_nrpe_extra_groups": [],
+        "k8s_storage_checks_privilege_mode": "sudo",
+        "k8s_storage_checks_sudoers_file": p("etc/sudoers.d/k8s-storage-checks"),
+        "k8s_storage_checks_state_dir": p("var/lib/k8s-storage-checks"),
+        "k8s_storage_checks_kubeconfig": p("etc/k8s-storage-checks/kubeconfig"),
+        "k8s_storage_checks_kubeconfig_present": true,
+        "k8s_storage_checks_kubelet_roots": ["/var/lib/kubelet", "/var/snap/microk8s/common/var/lib/kubelet"],
+        "k8s_storage_checks_iscsi_manage": true,
+        "k8s_storage_checks_iscsid_conf": iscsid,
+        "k8s_storage_checks_thresholds": {"check_ro_pvc_mounts": {"warning": "0", "critical": "1:"}},
+    });
+    std::fs::create_dir_all(root.join("etc/sudoers.d")).unwrap();
+    let playbook = workspace_root().join("tests/deploy/site.yml");
+    let (out, doc) = ansible(&playbook, &vars, work.path(), &[]);
+    let s = stats(&out, &doc);
+    assert!(s["changed"].as_u64().unwrap() > 0);
+
+    // Binaries in the other plugin dir, without capabilities (sudo mode).
+    for c in &checks {
+        let b = root.join("usr/lib64/nagios/plugins").join(c);
+        assert!(b.exists(), "{}", b.display());
+        let caps = Cmd::new("getcap").arg(&b).run();
+        assert!(!caps.stdout.contains("cap_"), "{caps:?}");
+    }
+    // The sudoers drop-in allows exactly the privileged command lines, and visudo accepts it.
+    let sudoers_path = root.join("etc/sudoers.d/k8s-storage-checks");
+    let sudoers = std::fs::read_to_string(&sudoers_path).unwrap();
+    let check = Cmd::new("visudo").arg("-cf").arg(&sudoers_path).run();
+    assert_eq!(check.code, 0, "{check:?}\n{sudoers}");
+    let nrpe = std::fs::read_to_string(root.join("etc/nrpe.d").join(NRPE_FILE)).unwrap();
+    let cmds = nrpe_commands(&nrpe);
+    for c in &checks {
+        let privileged = [
+            "check_ro_pvc_mounts",
+            "check_stale_csi_mounts",
+            "check_storage_kernel_errors",
+        ]
+        .contains(&c.as_str());
+        assert_eq!(
+            cmds[c].starts_with("/usr/bin/sudo -n "),
+            privileged,
+            "{c}: {}",
+            cmds[c]
+        );
+        assert_eq!(
+            sudoers.contains(&format!("/usr/lib64/nagios/plugins/{c} ")),
+            privileged,
+            "{sudoers}"
+        );
+    }
+    if checks.iter().any(|c| c == "check_ro_pvc_mounts") {
+        let cmd = &cmds["check_ro_pvc_mounts"];
+        assert!(
+            cmd.ends_with("--kubelet-root /var/lib/kubelet --kubelet-root /var/snap/microk8s/common/var/lib/kubelet -w 0 -c 1:"),
+            "{cmd}"
+        );
+        // sudoers escapes ':' in arguments.
+        assert!(sudoers.contains("-w 0 -c 1\\:"), "{sudoers}");
+    }
+    // iscsid.conf: the incident's action item, the rest of the file untouched.
+    let conf = std::fs::read_to_string(&iscsid).unwrap();
+    assert!(
+        conf.contains("\nnode.session.timeo.replacement_timeout = 300\n"),
+        "{conf}"
+    );
+    assert!(!conf.contains("= 120"), "{conf}");
+    assert!(
+        conf.contains("node.conn[0].timeo.login_timeout = 15"),
+        "{conf}"
+    );
+    let state = std::fs::metadata(root.join("var/lib/k8s-storage-checks")).unwrap();
+    assert_eq!(state.permissions().mode() & 0o777, 0o750);
+
+    let (out, doc) = ansible(&playbook, &vars, work.path(), &[]);
+    let s = stats(&out, &doc);
+    assert_eq!(
+        s["changed"],
+        0,
+        "second run changed: {:?}",
+        changed_tasks(&doc)
+    );
+}
+
+/// A bad variable must stop the role before it touches anything (meta/argument_specs.yml).
+#[test]
+fn argument_spec_rejects_bad_variables() {
+    let t = "argument_spec_rejects_bad_variables";
+    if !need_tool(t, "ansible-playbook") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let playbook = workspace_root().join("tests/deploy/site.yml");
+    for (bad, what) in [
+        (
+            json!({"k8s_storage_checks_enabled": ["check_ro_pvc_mounts", "check_nonexistent"]}),
+            "k8s_storage_checks_enabled",
+        ),
+        (
+            json!({"k8s_storage_checks_privilege_mode": "root"}),
+            "k8s_storage_checks_privilege_mode",
+        ),
+        (
+            json!({"k8s_storage_checks_timeout": "soon"}),
+            "k8s_storage_checks_timeout",
+        ),
+    ] {
+        let mut vars = bad.clone();
+        vars["k8s_storage_checks_src_dir"] = json!(work.path().join("nonexistent-build"));
+        vars["k8s_storage_checks_plugin_dir"] = json!(work.path().join("plugins"));
+        let (out, doc) = ansible(&playbook, &vars, work.path(), &[]);
+        assert_ne!(out.code, 0, "{bad} was accepted");
+        let text = doc.to_string();
+        assert!(
+            text.contains("Validating arguments against arg spec") && text.contains(what),
+            "{bad}: the failure is not the argument spec naming {what}:\n{}",
+            out.stdout
+        );
+        assert!(
+            !work.path().join("plugins").exists(),
+            "the role ran tasks despite {bad}"
+        );
+    }
+    // The same playbook with good variables passes the syntax check.
+    let out = Cmd::new("ansible-playbook")
+        .args(["--syntax-check", "-i", "localhost,"])
+        .arg(&playbook)
+        .arg(workspace_root().join("ansible/playbook.yml"))
+        .env("ANSIBLE_ROLES_PATH", role_dir())
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+/// ansible-lint (production profile) over the role and the example playbook, when installed
+/// (`pip install ansible-lint`; runs offline, no Galaxy access needed).
+#[test]
+fn ansible_lint_passes() {
+    let t = "ansible_lint_passes";
+    let lint = std::env::var("ANSIBLE_LINT").unwrap_or_else(|_| "ansible-lint".into());
+    if !need_tool(t, &lint) {
+        return;
+    }
+    let out = Command::new(&lint)
+        .args(["--offline", "--nocolor", "--profile", "production"])
+        .arg("roles/k8s_storage_checks")
+        .arg("playbook.yml")
+        .current_dir(workspace_root().join("ansible"))
+        .env("ANSIBLE_ROLES_PATH", role_dir())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ansible-lint");
+    let out = Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    assert_eq!(out.code, 0, "ansible-lint:\n{}\n{}", out.stdout, out.stderr);
+}
