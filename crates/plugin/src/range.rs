@@ -184,14 +184,11 @@ fn parse_number(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-/// Format a number in C locale without needless decimals.
+/// Format a number in C locale: the shortest text that reads back as the same value, never in
+/// exponent notation (Rust's `Display` for `f64`), so perfdata shows exactly the threshold in force.
 pub fn fmt_num(v: f64) -> String {
-    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else if v.is_finite() {
-        let s = format!("{:.6}", v);
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        s.to_string()
+    if v.is_finite() {
+        format!("{v}")
     } else {
         // Never reached through the public API (parse rejects non-finite numbers).
         "0".to_string()
@@ -417,6 +414,16 @@ mod tests {
         );
         assert_eq!(fmt_duration(Duration::from_millis(850)), "850ms");
         assert_eq!(fmt_duration(Duration::from_secs(3600)), "1h");
+    }
+
+    #[test]
+    fn rendered_range_reads_back_exactly() {
+        // Found by fuzzing (fuzz/FINDINGS.md): 6 fixed decimals changed the threshold in perfdata.
+        let x = r("8000080.000808080");
+        let again = r(&x.to_string());
+        assert_eq!(x.end, again.end);
+        assert_eq!(fmt_num(1e-7), "0.0000001");
+        assert_eq!(fmt_num(1e21), "1000000000000000000000");
     }
 
     #[test]
