@@ -787,3 +787,266 @@ fn ansible_lint_passes() {
     };
     assert_eq!(out.code, 0, "ansible-lint:\n{}\n{}", out.stdout, out.stderr);
 }
+
+/// The argument keys of each `object CheckCommand` in the Icinga 2 file, with those of the
+/// templates it imports; keyed by command name, with the binary it runs.
+fn icinga_commands(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
+    let mut blocks: Vec<(String, String)> = Vec::new(); // (header line, body)
+    for line in text.lines() {
+        if line.starts_with("object ")
+            || line.starts_with("template ")
+            || line.starts_with("apply ")
+        {
+            blocks.push((line.to_string(), String::new()));
+        } else if let Some(b) = blocks.last_mut() {
+            b.1.push_str(line);
+            b.1.push('\n');
+        }
+    }
+    let quoted = |s: &str| s.split('"').nth(1).unwrap_or("").to_string();
+    let keys = |body: &str| -> Vec<String> {
+        body.lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("\"-"))
+            .map(quoted)
+            .collect()
+    };
+    let templates: BTreeMap<String, Vec<String>> = blocks
+        .iter()
+        .filter(|(h, _)| h.starts_with("template CheckCommand"))
+        .map(|(h, b)| (quoted(h), keys(b)))
+        .collect();
+    let mut out = BTreeMap::new();
+    for (h, b) in blocks
+        .iter()
+        .filter(|(h, _)| h.starts_with("object CheckCommand"))
+    {
+        let mut k = keys(b);
+        for l in b
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("import "))
+        {
+            k.extend(templates.get(&quoted(l)).cloned().unwrap_or_default());
+        }
+        let binary = b
+            .lines()
+            .find_map(|l| l.split("PluginDir + \"/").nth(1))
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("")
+            .to_string();
+        out.insert(quoted(h), (binary, k));
+    }
+    out
+}
+
+/// Every check in the workspace has a CheckCommand running it, and every option the CheckCommand
+/// passes is one the check accepts (from its --help).
+#[test]
+fn icinga2_commands_match_the_checks_options() {
+    let text =
+        std::fs::read_to_string(workspace_root().join("icinga2/k8s-storage-checks.conf")).unwrap();
+    let cmds = icinga_commands(&text);
+    assert_eq!(cmds.len(), ALL_NINE.len(), "{:?}", cmds.keys());
+    for c in all_checks() {
+        let name = format!("k8s_{}", c.trim_start_matches("check_"));
+        let (binary, keys) = cmds
+            .get(&name)
+            .unwrap_or_else(|| panic!("no CheckCommand {name} for {c}"));
+        assert_eq!(binary, &c);
+        let help = Cmd::check(&c).arg("--help").run().stdout;
+        for k in keys {
+            let long = match k.as_str() {
+                "-w" => "--warning",
+                "-c" => "--critical",
+                "-t" => "--timeout",
+                "-v" => "--verbose",
+                other => other,
+            };
+            assert!(
+                help.match_indices(long).any(|(i, _)| {
+                    let next = help[i + long.len()..].chars().next().unwrap_or(' ');
+                    !next.is_alphanumeric() && next != '-' && next != '_'
+                }),
+                "CheckCommand {name} passes {k}, which {c} does not accept:\n{help}"
+            );
+        }
+    }
+}
+
+/// The Icinga 2 definitions validate with the real `icinga2 daemon -C`, in a throwaway config
+/// with a master zone, an agent zone and a host using the example apply rule (command_endpoint).
+#[test]
+fn icinga2_definitions_validate() {
+    let t = "icinga2_definitions_validate";
+    if !need_tool(t, "icinga2") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let ours = workspace_root().join("icinga2/k8s-storage-checks.conf");
+    let checks: Vec<String> = ALL_NINE
+        .iter()
+        .map(|c| format!("\"k8s_{}\"", c.trim_start_matches("check_")))
+        .collect();
+    let main = |include: &Path| {
+        format!(
+            r#"const PluginDir = "/usr/lib/nagios/plugins"
+const NodeName = "master"
+const ZoneName = "master"
+include <itl>
+include <plugins>
+object Endpoint "master" {{ }}
+object Zone "master" {{ endpoints = [ "master" ] }}
+object Endpoint "node-1" {{ }}
+object Zone "node-1" {{ endpoints = [ "node-1" ]; parent = "master" }}
+object Host "node-1" {{
+  check_command = "dummy"
+  zone = "master"
+  vars.agent_endpoint = name
+  vars.k8s_storage_checks = [ {} ]
+  vars.k8s_ro_pvc_mounts_kubelet_root = [ "/var/lib/kubelet", "/var/snap/microk8s/common/var/lib/kubelet" ]
+  vars.k8s_stuck_scheduled_warning = "0"
+}}
+object Host "not-an-agent" {{ check_command = "dummy" }}
+include "{}"
+"#,
+            checks.join(", "),
+            include.display()
+        )
+    };
+    let validate = |include: &Path| {
+        let cfg = work.path().join("icinga2.conf");
+        std::fs::write(&cfg, main(include)).unwrap();
+        Cmd::new("icinga2")
+            .args(["daemon", "-C", "-c"])
+            .arg(&cfg)
+            .run()
+    };
+    let out = validate(&ours);
+    assert_eq!(
+        out.code, 0,
+        "icinga2 daemon -C:\n{}{}",
+        out.stdout, out.stderr
+    );
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains(&format!("Instantiated {} Services", ALL_NINE.len())),
+        "the apply rule should create one service per listed check:\n{all}"
+    );
+    // The validator really reads our file: a broken copy fails.
+    let broken = work.path().join("broken.conf");
+    let text = std::fs::read_to_string(&ours).unwrap();
+    std::fs::write(
+        &broken,
+        text.replacen(
+            "repeat_key = true",
+            "repeat_key = true; no_such_attribute = 1",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = validate(&broken);
+    assert_ne!(
+        out.code, 0,
+        "a broken definition validated:\n{}",
+        out.stdout
+    );
+}
+
+/// deploy/rbac.yaml as JSON documents (parsed by the system's PyYAML, which Ansible brings).
+fn rbac_docs() -> Vec<Value> {
+    let out = Cmd::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import json,sys,yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        ])
+        .arg(workspace_root().join("deploy/rbac.yaml"))
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// The checks' identity can read exactly pods, PVs, VolumeAttachments and events, and write
+/// only the one canary ConfigMap; every binding points at the ServiceAccount.
+#[test]
+fn rbac_grants_only_what_the_checks_read() {
+    let t = "rbac_grants_only_what_the_checks_read";
+    if !need_tool(t, "/usr/bin/python3") {
+        return;
+    }
+    let docs = rbac_docs();
+    let by_kind = |k: &str| -> Vec<&Value> { docs.iter().filter(|d| d["kind"] == k).collect() };
+    for d in &docs {
+        assert!(
+            d["apiVersion"].is_string() && d["metadata"]["name"].is_string(),
+            "{d}"
+        );
+    }
+    let sa = by_kind("ServiceAccount");
+    assert_eq!(sa.len(), 1);
+    let (sa_name, sa_ns) = (&sa[0]["metadata"]["name"], &sa[0]["metadata"]["namespace"]);
+
+    let cr = by_kind("ClusterRole");
+    assert_eq!(cr.len(), 1);
+    let mut granted: Vec<(String, String)> = Vec::new();
+    for rule in cr[0]["rules"].as_array().unwrap() {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(verbs, ["get", "list", "watch"], "{rule}");
+        for g in rule["apiGroups"].as_array().unwrap() {
+            for r in rule["resources"].as_array().unwrap() {
+                granted.push((g.as_str().unwrap().into(), r.as_str().unwrap().into()));
+            }
+        }
+    }
+    granted.sort();
+    let want: Vec<(String, String)> = [
+        ("", "events"),
+        ("", "persistentvolumes"),
+        ("", "pods"),
+        ("events.k8s.io", "events"),
+        ("storage.k8s.io", "volumeattachments"),
+    ]
+    .iter()
+    .map(|(g, r)| (g.to_string(), r.to_string()))
+    .collect();
+    assert_eq!(granted, want);
+
+    let role = by_kind("Role");
+    assert_eq!(role.len(), 1);
+    assert_eq!(role[0]["metadata"]["namespace"], "kube-system");
+    for rule in role[0]["rules"].as_array().unwrap() {
+        assert_eq!(rule["resources"], json!(["configmaps"]));
+        assert_eq!(rule["resourceNames"], json!(["k8s-storage-checks-canary"]));
+        for v in rule["verbs"].as_array().unwrap() {
+            assert!(["get", "patch"].contains(&v.as_str().unwrap()), "{rule}");
+        }
+    }
+    let cm = by_kind("ConfigMap");
+    assert_eq!(cm[0]["metadata"]["name"], "k8s-storage-checks-canary");
+    assert_eq!(cm[0]["metadata"]["namespace"], "kube-system");
+
+    for b in by_kind("ClusterRoleBinding")
+        .into_iter()
+        .chain(by_kind("RoleBinding"))
+    {
+        let s = &b["subjects"].as_array().unwrap();
+        assert_eq!(s.len(), 1, "{b}");
+        assert_eq!(&s[0]["kind"], "ServiceAccount");
+        assert_eq!(&s[0]["name"], sa_name);
+        assert_eq!(&s[0]["namespace"], sa_ns);
+        let target = if b["kind"] == "RoleBinding" {
+            &role[0]
+        } else {
+            &cr[0]
+        };
+        assert_eq!(b["roleRef"]["name"], target["metadata"]["name"], "{b}");
+        assert_eq!(b["roleRef"]["kind"], target["kind"], "{b}");
+    }
+    assert_eq!(by_kind("ClusterRoleBinding").len(), 1);
+    assert_eq!(by_kind("RoleBinding").len(), 1);
+}
