@@ -10,6 +10,8 @@
 //!   when it is dropped (or when the test process dies), and loop devices mounted with `-o loop`
 //!   detach themselves (autoclear).
 
+pub mod sysfs;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

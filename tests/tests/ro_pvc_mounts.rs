@@ -260,3 +260,70 @@ fn no_kubelet_root_is_unknown_not_a_silent_ok() {
     let out = e2e::run("check_ro_pvc_mounts", ["--host-root", "/nonexistent-host"]);
     out.assert_status(NAME, 3);
 }
+
+/// Check processes whose command line mentions `marker` that are still alive.
+fn leftovers(marker: &str) -> String {
+    let out = e2e::Cmd::new("pgrep").args(["-af", marker]).run();
+    out.stdout
+        .lines()
+        .filter(|l| l.contains("check_ro_pvc_mounts"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn hung_fuse_volume_is_critical_within_the_timeout_and_leaves_nothing_behind() {
+    if !need_root("hung_fuse_volume_is_critical")
+        || !need_tool("hung_fuse_volume_is_critical", "bindfs")
+    {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let mut ns = Ns::new();
+    pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-healthy",
+        "pod-h",
+        "mkfs.ext4 -q -F",
+        "",
+        false,
+    );
+    // An NFS-like volume served by a FUSE daemon that stops answering.
+    let src = work.path().join("export");
+    std::fs::create_dir_all(&src).unwrap();
+    let mnt = tree.pod_csi_mount("pod-n", "pvc-nfs", "nfs.csi.k8s.io");
+    ns.sh(&format!("bindfs '{}' '{}'", src.display(), mnt.display()));
+    let pid = ns
+        .sh(&format!("pgrep -n -f '^bindfs {}'", src.display()))
+        .stdout
+        .trim()
+        .parse::<i32>()
+        .unwrap();
+    ns.own(pid);
+    ns.sh(&format!("kill -STOP {pid}"));
+
+    let root = tree.root.to_str().unwrap().to_string();
+    let out = ns
+        .check("check_ro_pvc_mounts")
+        .args(["--kubelet-root", &root, "--probe-timeout", "1s", "-t", "5"])
+        .run();
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains("1 of 2 PV filesystems read-only: pvc-nfs"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("does not answer (no answer in 1s)"),
+        "{out:?}"
+    );
+    assert!(
+        out.elapsed < std::time::Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+    assert_eq!(leftovers(&root), "", "processes left behind");
+}

@@ -4,6 +4,7 @@
 
 pub mod fsstate;
 pub mod host;
+pub mod iscsi;
 pub mod kubelet;
 pub mod mountinfo;
 pub mod probe;

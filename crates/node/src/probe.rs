@@ -1,19 +1,18 @@
 //! Bounded-time probes of mount points.
 //!
-//! `stat`, `statfs` or `readdir` on a dead NFS/FUSE/iSCSI mount can block forever, in a state no
-//! signal interrupts. A thread blocked like that would keep the whole process alive after the
-//! watchdog answered (a thread group exits only when its last thread does), and with it the
-//! stdout pipe NRPE waits on. So each probe runs in a forked child that closes stdin, stdout and
-//! stderr first and reports through a pipe of its own. Probes run concurrently; a probe that does
-//! not answer in time is killed (FUSE and NFS waits are killable) and, if even that does not end
-//! it, abandoned to init without holding anything the caller's caller waits on.
+//! `stat`, `statfs` or `readdir` on a dead NFS/FUSE/iSCSI mount can block forever. Probes run on
+//! a small pool of threads; a probe that does not answer within its time is reported as hung and
+//! its thread is abandoned (a replacement takes its place), so twenty hung mounts cost one probe
+//! timeout, not twenty. An abandoned thread cannot hold the plugin's answer hostage: the plugin
+//! runtime (`plugin::main`) runs every check in a worker process whose stdout is /dev/null and
+//! which the answering process kills and leaves behind at the deadline.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub use nix::errno::Errno;
-use nix::libc;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Which syscall a probe was in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +30,6 @@ impl Stage {
             Stage::Statfs => "statfs",
             Stage::Open => "open",
             Stage::Readdir => "readdir",
-        }
-    }
-    fn from_u8(v: u8) -> Stage {
-        match v {
-            1 => Stage::Stat,
-            2 => Stage::Statfs,
-            3 => Stage::Open,
-            _ => Stage::Readdir,
         }
     }
 }
@@ -80,16 +71,6 @@ impl Outcome {
     }
 }
 
-/// Result layout written by the child: [stage u8, ok u8, unused u8, is_dir u8, errno i32 LE].
-const RESULT_LEN: usize = 8;
-
-struct Running {
-    pid: libc::pid_t,
-    fd: libc::c_int,
-    started: Instant,
-    index: usize,
-}
-
 /// Probe one path.
 pub fn probe(path: &Path, timeout: Duration) -> Outcome {
     probe_many(&[path.to_path_buf()], timeout, 1)
@@ -97,66 +78,107 @@ pub fn probe(path: &Path, timeout: Duration) -> Outcome {
         .unwrap_or(Outcome::ProbeError("no result".into()))
 }
 
-/// Probe many paths concurrently (at most `parallel` at once), each bounded by `timeout`.
-/// Results are in the order of `paths`. Total wall time is about `timeout` × ⌈hung / parallel⌉.
+enum Msg {
+    Started(usize, Instant),
+    Done(usize, Outcome),
+}
+
+struct Pool {
+    paths: Arc<Vec<PathBuf>>,
+    next: Arc<Mutex<usize>>,
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Pool {
+    fn spawn_worker(&self) -> bool {
+        let paths = Arc::clone(&self.paths);
+        let next = Arc::clone(&self.next);
+        let tx = self.tx.clone();
+        std::thread::Builder::new()
+            .name("probe".into())
+            .stack_size(64 * 1024)
+            .spawn(move || loop {
+                let idx = {
+                    let Ok(mut n) = next.lock() else { return };
+                    if *n >= paths.len() {
+                        return;
+                    }
+                    *n += 1;
+                    *n - 1
+                };
+                if tx.send(Msg::Started(idx, Instant::now())).is_err() {
+                    return;
+                }
+                let out = probe_now(&paths[idx]);
+                if tx.send(Msg::Done(idx, out)).is_err() {
+                    return;
+                }
+            })
+            .is_ok()
+    }
+}
+
+/// Probe many paths concurrently on at most `parallel` threads, each probe bounded by `timeout`.
+/// Results are in the order of `paths`. A hung probe's thread is replaced, so total wall time is
+/// about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
 pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<Outcome> {
-    let parallel = parallel.max(1);
-    let mut results: Vec<Option<Outcome>> = vec![None; paths.len()];
-    let mut next = 0usize;
-    let mut running: Vec<Running> = Vec::new();
-    loop {
-        while running.len() < parallel && next < paths.len() {
-            match spawn_probe(&paths[next]) {
-                Ok((pid, fd)) => running.push(Running {
-                    pid,
-                    fd,
-                    started: Instant::now(),
-                    index: next,
-                }),
-                Err(e) => results[next] = Some(Outcome::ProbeError(e)),
-            }
-            next += 1;
-        }
-        if running.is_empty() {
+    let n = paths.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let (tx, rx) = mpsc::channel();
+    let pool = Pool {
+        paths: Arc::new(paths.to_vec()),
+        next: Arc::new(Mutex::new(0)),
+        tx,
+    };
+    let mut results: Vec<Option<Outcome>> = vec![None; n];
+    for _ in 0..parallel.clamp(1, n) {
+        if !pool.spawn_worker() {
             break;
         }
-        // Wait until the earliest deadline among the running probes, or any answers.
+    }
+    let mut in_flight: HashMap<usize, Instant> = HashMap::new();
+    let mut left = n;
+    while left > 0 {
         let now = Instant::now();
-        let wait = running
-            .iter()
-            .map(|r| (r.started + timeout).saturating_duration_since(now))
+        let wait = in_flight
+            .values()
+            .map(|s| (*s + timeout).saturating_duration_since(now))
             .min()
-            .unwrap_or_default();
-        let mut pfds: Vec<libc::pollfd> = running
-            .iter()
-            .map(|r| libc::pollfd {
-                fd: r.fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: pfds is a valid array of pollfd for its length.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
+            .unwrap_or(timeout);
+        match rx.recv_timeout(wait) {
+            Ok(Msg::Started(i, at)) => {
+                in_flight.insert(i, at);
             }
-        }
-        let now = Instant::now();
-        let mut still = Vec::new();
-        for (r, p) in running.into_iter().zip(pfds.iter()) {
-            if p.revents != 0 {
-                results[r.index] = Some(collect(&r));
-            } else if now >= r.started + timeout {
-                abandon(&r);
-                results[r.index] = Some(Outcome::Hung { after: timeout });
-            } else {
-                still.push(r);
+            Ok(Msg::Done(i, out)) => {
+                if in_flight.remove(&i).is_some() && results[i].is_none() {
+                    results[i] = Some(out);
+                    left -= 1;
+                }
             }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if in_flight.is_empty() {
+                    // A whole probe period with nothing in flight: no worker is left to take
+                    // the remaining paths (threads could not be started).
+                    break;
+                }
+                let now = Instant::now();
+                let hung: Vec<usize> = in_flight
+                    .iter()
+                    .filter(|(_, s)| now >= **s + timeout)
+                    .map(|(i, _)| *i)
+                    .collect();
+                for i in hung {
+                    in_flight.remove(&i);
+                    results[i] = Some(Outcome::Hung { after: timeout });
+                    left -= 1;
+                    // The stuck thread is abandoned; another takes its place in the pool.
+                    pool.spawn_worker();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        running = still;
     }
     results
         .into_iter()
@@ -164,130 +186,34 @@ pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<
         .collect()
 }
 
-fn collect(r: &Running) -> Outcome {
-    let mut buf = [0u8; RESULT_LEN];
-    // SAFETY: reading into a local buffer of the given length from our own pipe fd.
-    let n = unsafe { libc::read(r.fd, buf.as_mut_ptr() as *mut libc::c_void, RESULT_LEN) };
-    // SAFETY: closing our own fd once.
-    unsafe { libc::close(r.fd) };
-    let mut status = 0;
-    // SAFETY: reaping our own child; it has written its answer and is exiting.
-    unsafe { libc::waitpid(r.pid, &mut status, 0) };
-    if n != RESULT_LEN as isize {
-        return Outcome::ProbeError("probe process ended without an answer".into());
-    }
-    let stage = Stage::from_u8(buf[0]);
-    if buf[1] == 1 {
-        Outcome::Answered {
-            is_dir: buf[3] == 1,
-        }
-    } else {
-        let errno = i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
-        Outcome::Failed {
-            stage,
-            errno: nix::errno::Errno::from_raw(errno),
-        }
-    }
-}
-
-fn abandon(r: &Running) {
-    // SAFETY: signalling and reaping our own child; close our own fd.
-    unsafe {
-        libc::kill(r.pid, libc::SIGKILL);
-        libc::close(r.fd);
-    }
-    // A killable wait (FUSE, NFS) ends at once; give it a moment to be reaped so no process is
-    // left behind. One stuck in an uninterruptible wait is left to init.
-    let until = Instant::now() + Duration::from_millis(200);
-    loop {
-        let mut status = 0;
-        // SAFETY: non-blocking reap of our own child.
-        let rc = unsafe { libc::waitpid(r.pid, &mut status, libc::WNOHANG) };
-        if rc != 0 || Instant::now() >= until {
-            break;
-        }
-        std::thread::yield_now();
-        // Short poll on nothing: a bounded wait without sleeping on a timer we must tune.
-        // SAFETY: poll with no fds is a plain timed wait.
-        unsafe { libc::poll(std::ptr::null_mut(), 0, 5) };
-    }
-}
-
-fn spawn_probe(path: &Path) -> Result<(libc::pid_t, libc::c_int), String> {
-    let cpath =
-        CString::new(path.as_os_str().as_bytes()).map_err(|_| "path contains NUL".to_string())?;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a 2-element array as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    let (rd, wr) = (fds[0], fds[1]);
-    // SAFETY: the child only makes async-signal-safe raw syscalls on memory prepared before the
-    // fork (cpath, a stack buffer) and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        let e = std::io::Error::last_os_error();
-        // SAFETY: closing our own fds.
-        unsafe {
-            libc::close(rd);
-            libc::close(wr);
-        }
-        return Err(format!("fork: {e}"));
-    }
-    if pid == 0 {
-        // SAFETY: see above; never returns.
-        unsafe { child(cpath.as_ptr(), rd, wr) }
-    }
-    // SAFETY: the parent keeps only the read end.
-    unsafe { libc::close(wr) };
-    Ok((pid, rd))
-}
-
-/// The probe child. Async-signal-safe syscalls only.
-unsafe fn child(path: *const libc::c_char, rd: libc::c_int, wr: libc::c_int) -> ! {
-    libc::close(rd);
-    // Never hold the caller's stdio: a stuck probe must not keep NRPE's pipe open.
-    libc::close(0);
-    libc::close(1);
-    libc::close(2);
-    let mut res = [0u8; RESULT_LEN];
-    let fail = |res: &mut [u8; RESULT_LEN], stage: u8| {
-        let errno = *libc::__errno_location();
-        res[0] = stage;
-        res[1] = 0;
-        res[4..8].copy_from_slice(&errno.to_le_bytes());
+/// stat, statfs, and for a directory open + one readdir: what a pod's first touch of its volume does.
+fn probe_now(path: &Path) -> Outcome {
+    let fail = |stage, e: std::io::Error| Outcome::Failed {
+        stage,
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
     };
-    let mut st: libc::stat = std::mem::zeroed();
-    let mut sfs: libc::statfs = std::mem::zeroed();
-    'probe: {
-        if libc::stat(path, &mut st) != 0 {
-            fail(&mut res, 1);
-            break 'probe;
-        }
-        if libc::statfs(path, &mut sfs) != 0 {
-            fail(&mut res, 2);
-            break 'probe;
-        }
-        let is_dir = (st.st_mode & libc::S_IFMT) == libc::S_IFDIR;
-        if is_dir {
-            let fd = libc::open(path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
-            if fd < 0 {
-                fail(&mut res, 3);
-                break 'probe;
-            }
-            let mut buf = [0u8; 1024];
-            let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
-            if n < 0 {
-                fail(&mut res, 4);
-                break 'probe;
-            }
-        }
-        res[0] = 4;
-        res[1] = 1;
-        res[3] = u8::from(is_dir);
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return fail(Stage::Stat, e),
+    };
+    if let Err(e) = nix::sys::statfs::statfs(path) {
+        return Outcome::Failed {
+            stage: Stage::Statfs,
+            errno: e,
+        };
     }
-    libc::write(wr, res.as_ptr() as *const libc::c_void, RESULT_LEN);
-    libc::_exit(0);
+    if meta.is_dir() {
+        let mut rd = match std::fs::read_dir(path) {
+            Ok(r) => r,
+            Err(e) => return fail(Stage::Open, e),
+        };
+        if let Some(Err(e)) = rd.next() {
+            return fail(Stage::Readdir, e);
+        }
+    }
+    Outcome::Answered {
+        is_dir: meta.is_dir(),
+    }
 }
 
 #[cfg(test)]

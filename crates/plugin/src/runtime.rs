@@ -2,7 +2,9 @@
 
 use crate::render::{render, Format, RenderOptions};
 use crate::{Report, Status};
+use nix::libc;
 use std::io::Write;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -98,6 +100,8 @@ pub struct Ctx {
     stage: Arc<Mutex<String>>,
     debug: Mutex<Vec<String>>,
     verbosity: u8,
+    /// In a worker process: the pipe that stage names are sent to.
+    sink: Option<i32>,
 }
 
 impl Ctx {
@@ -109,6 +113,7 @@ impl Ctx {
             stage: Arc::new(Mutex::new("starting".into())),
             debug: Mutex::new(Vec::new()),
             verbosity,
+            sink: None,
         }
     }
 
@@ -119,8 +124,12 @@ impl Ctx {
 
     /// Name what the check is doing now; the watchdog reports it if the deadline passes.
     pub fn stage(&self, what: impl Into<String>) {
+        let what = what.into();
+        if let Some(fd) = self.sink {
+            send(fd, MSG_STAGE, what.as_bytes());
+        }
         if let Ok(mut s) = self.stage.lock() {
-            *s = what.into();
+            *s = what;
         }
     }
 
@@ -195,14 +204,92 @@ fn usage_error<C: Check>(err: &clap::Error) -> String {
     )
 }
 
-/// Run a check as a process: parse `std::env::args`, run under the watchdog, print, exit 0..3.
+/// Run a check as a process: parse `std::env::args`, run, print, exit 0..3.
+///
+/// The check runs in a forked worker process, not in this one. This process only waits for the
+/// worker's answer on a pipe until the deadline, prints it, and exits. A worker stuck in an
+/// uninterruptible syscall (a read on a dead iSCSI disk, a hard NFS mount) cannot keep this
+/// process alive, and it never holds the stdout that NRPE reads: its own stdout and stderr are
+/// /dev/null. On timeout the worker is killed (killable waits end at once) and abandoned to init
+/// if even that cannot end it.
 pub fn main<C: Check>() -> ! {
     install_panic_hook(C::NAME);
-    let code = run_with_args::<C, _, _>(std::env::args_os(), write_out);
+    let code = match parse::<C, _, _>(std::env::args_os(), write_out) {
+        Ok(opts) => run_forked(opts, write_out),
+        Err(code) => code,
+    };
     std::process::exit(code)
 }
 
-/// The runtime behind [`main`], with the arguments and the output sink given (for tests).
+/// Parse arguments; usage errors, `--help` and `--version` are answered here (exit code 3).
+fn parse<C, I, T>(args: I, out: impl Fn(&str)) -> Result<C, i32>
+where
+    C: Check,
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    C::try_parse_from(args).map_err(|e| {
+        use clap::error::ErrorKind;
+        match e.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => out(&e.render().to_string()),
+            _ => out(&usage_error::<C>(&e)),
+        }
+        Status::Unknown.code()
+    })
+}
+
+fn outcome_report(result: Result<Report, Unknown>) -> Report {
+    match result {
+        Ok(mut r) => {
+            if r.summary.is_empty() {
+                r.summary = "no result".into();
+            }
+            r
+        }
+        Err(u) => Report::unknown(u.0),
+    }
+}
+
+fn timeout_report(common: &CommonArgs, stage: &str) -> Report {
+    Report::new(
+        common.timeout.state,
+        format!(
+            "timed out after {} while {}",
+            crate::fmt_duration(common.timeout.duration),
+            stage
+        ),
+    )
+}
+
+fn finish<C: Check>(
+    report: &Report,
+    common: &CommonArgs,
+    debug: &[String],
+    elapsed: Duration,
+) -> String {
+    render(
+        report,
+        common.format,
+        &RenderOptions {
+            name: C::NAME,
+            binary: C::BINARY,
+            verbosity: common.verbose,
+            max_output: common.max_output,
+            duration_secs: elapsed.as_secs_f64(),
+            debug,
+        },
+    )
+}
+
+/// The deadline the check itself works to: a little before the watchdog's, so that a check that
+/// bounds its own I/O by `ctx.remaining()` answers with what it found rather than a bare timeout.
+fn work_budget(timeout: Duration) -> Duration {
+    timeout.saturating_sub((timeout / 10).min(Duration::from_millis(500)))
+}
+
+/// The runtime behind [`main`], in one process with the check on a thread (for unit tests).
 /// Returns the exit code; everything printed goes through `out`.
 pub fn run_with_args<C, I, T>(args: I, out: impl Fn(&str) + Send + Sync + Clone + 'static) -> i32
 where
@@ -210,20 +297,15 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let opts = match C::try_parse_from(args) {
+    let opts: C = match parse(args, &out) {
         Ok(o) => o,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => out(&e.render().to_string()),
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => out(&e.render().to_string()),
-                _ => out(&usage_error::<C>(&e)),
-            }
-            return Status::Unknown.code();
-        }
+        Err(code) => return code,
     };
     let common = opts.common().clone();
-    let ctx = Arc::new(Ctx::new(common.timeout.duration, common.verbose));
+    let ctx = Arc::new(Ctx::new(
+        work_budget(common.timeout.duration),
+        common.verbose,
+    ));
     let (tx, rx) = mpsc::channel::<Result<Report, Unknown>>();
     let opts = Arc::new(opts);
     {
@@ -232,54 +314,213 @@ where
         let spawned = std::thread::Builder::new()
             .name("check".into())
             .spawn(move || {
-                let r = opts.run(&ctx);
-                let _ = tx.send(r);
+                let _ = tx.send(opts.run(&ctx));
             });
         if let Err(e) = spawned {
             out(&format!("{} UNKNOWN - cannot start: {e}\n", C::NAME));
             return Status::Unknown.code();
         }
     }
-    let result = rx.recv_timeout(common.timeout.duration);
-    let report = match result {
-        Ok(Ok(mut r)) => {
-            if r.status == Status::Unknown && r.summary.is_empty() {
-                r.summary = "no result".into();
-            }
-            r
-        }
-        Ok(Err(u)) => Report::unknown(u.0),
+    let report = match rx.recv_timeout(common.timeout.duration) {
+        Ok(r) => outcome_report(r),
         Err(mpsc::RecvTimeoutError::Timeout) => {
             let stage = ctx.stage.lock().map(|s| s.clone()).unwrap_or_default();
-            Report::new(
-                common.timeout.state,
-                format!(
-                    "timed out after {} while {}",
-                    crate::fmt_duration(common.timeout.duration),
-                    stage
-                ),
-            )
+            timeout_report(&common, &stage)
         }
-        // The check thread died without sending: the panic hook has already answered.
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             Report::unknown("internal error: check ended without a result")
         }
     };
-    let debug = ctx.take_debug();
-    let text = render(
+    out(&finish::<C>(
         &report,
-        common.format,
-        &RenderOptions {
-            name: C::NAME,
-            binary: C::BINARY,
-            verbosity: common.verbose,
-            max_output: common.max_output,
-            duration_secs: ctx.elapsed().as_secs_f64(),
-            debug: &debug,
-        },
-    );
-    out(&text);
+        &common,
+        &ctx.take_debug(),
+        ctx.elapsed(),
+    ));
     report.status.code()
+}
+
+// Messages from the worker: one type byte, a u32 LE length, the payload.
+const MSG_STAGE: u8 = b'S';
+const MSG_RESULT: u8 = b'R';
+const MSG_PANIC: u8 = b'P';
+
+/// The worker's end of the pipe, for the panic hook (-1 in the parent).
+static WORKER_FD: AtomicI32 = AtomicI32::new(-1);
+
+fn send(fd: i32, kind: u8, payload: &[u8]) {
+    let mut msg = Vec::with_capacity(payload.len() + 5);
+    msg.push(kind);
+    msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    msg.extend_from_slice(payload);
+    let mut off = 0;
+    while off < msg.len() {
+        // SAFETY: writing our own buffer to our own pipe fd.
+        let n = unsafe { libc::write(fd, msg[off..].as_ptr().cast(), msg.len() - off) };
+        if n <= 0 {
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        off += n as usize;
+    }
+}
+
+fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
+    let common = opts.common().clone();
+    let start = Instant::now();
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a 2-element array as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        out(&format!(
+            "{} UNKNOWN - cannot start: pipe: {}\n",
+            C::NAME,
+            std::io::Error::last_os_error()
+        ));
+        return Status::Unknown.code();
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    // SAFETY: this process is single-threaded here (nothing has spawned a thread yet), so the
+    // child may do anything a fresh process may.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        out(&format!(
+            "{} UNKNOWN - cannot start: fork: {}\n",
+            C::NAME,
+            std::io::Error::last_os_error()
+        ));
+        return Status::Unknown.code();
+    }
+    if pid == 0 {
+        worker::<C>(opts, &common, rd, wr);
+    }
+    // SAFETY: the parent keeps the read end only.
+    unsafe { libc::close(wr) };
+    let deadline = start + common.timeout.duration;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut stage = String::from("starting");
+    let mut chunk = [0u8; 16 * 1024];
+    let answer: Result<(i32, String), String> = loop {
+        // Handle every complete message in the buffer.
+        let mut done = None;
+        while buf.len() >= 5 {
+            let len = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if buf.len() < 5 + len {
+                break;
+            }
+            let kind = buf[0];
+            let payload = String::from_utf8_lossy(&buf[5..5 + len]).into_owned();
+            buf.drain(..5 + len);
+            match kind {
+                MSG_STAGE => stage = payload,
+                MSG_RESULT => {
+                    let (code, text) = payload.split_once('\n').unwrap_or(("3", ""));
+                    done = Some(Ok((code.parse().unwrap_or(3), text.to_string())));
+                }
+                MSG_PANIC => done = Some(Ok((Status::Unknown.code(), payload))),
+                _ => {}
+            }
+        }
+        if let Some(d) = done {
+            break d;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(stage.clone());
+        }
+        let mut pfd = libc::pollfd {
+            fd: rd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n <= 0 {
+            continue; // timeout (checked above) or EINTR
+        }
+        // SAFETY: reading into a local buffer from our own fd.
+        let r = unsafe { libc::read(rd, chunk.as_mut_ptr().cast(), chunk.len()) };
+        if r > 0 {
+            buf.extend_from_slice(&chunk[..r as usize]);
+        } else if r == 0 {
+            // The worker ended without an answer.
+            let mut status = 0;
+            // SAFETY: reaping our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            let how = if libc::WIFSIGNALED(status) {
+                format!("killed by signal {}", libc::WTERMSIG(status))
+            } else {
+                format!("exit status {}", libc::WEXITSTATUS(status))
+            };
+            break Ok((
+                Status::Unknown.code(),
+                format!("{} UNKNOWN - internal error: the check process ended without an answer ({how})\n", C::NAME),
+            ));
+        }
+    };
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(rd) };
+    match answer {
+        Ok((code, text)) => {
+            reap(pid);
+            out(&text);
+            code
+        }
+        Err(stage) => {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            reap(pid);
+            let report = timeout_report(&common, &stage);
+            out(&finish::<C>(&report, &common, &[], start.elapsed()));
+            report.status.code()
+        }
+    }
+}
+
+/// Wait a short, bounded while for the worker to go; one stuck in an uninterruptible wait is
+/// left to init (it holds nothing the caller waits on).
+fn reap(pid: i32) {
+    let until = Instant::now() + Duration::from_millis(500);
+    loop {
+        let mut status = 0;
+        // SAFETY: non-blocking reap of our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if rc != 0 || Instant::now() >= until {
+            return;
+        }
+        // SAFETY: a plain timed wait.
+        unsafe { libc::poll(std::ptr::null_mut(), 0, 2) };
+    }
+}
+
+fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
+    // SAFETY: plain fd operations on descriptors this process owns.
+    unsafe {
+        libc::close(rd);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    WORKER_FD.store(wr, Ordering::SeqCst);
+    let mut ctx = Ctx::new(work_budget(common.timeout.duration), common.verbose);
+    ctx.sink = Some(wr);
+    let report = outcome_report(opts.run(&ctx));
+    let text = finish::<C>(&report, common, &ctx.take_debug(), ctx.elapsed());
+    send(
+        wr,
+        MSG_RESULT,
+        format!("{}\n{}", report.status.code(), text).as_bytes(),
+    );
+    // SAFETY: leave at once: no destructors, no atexit handlers of the parent's.
+    unsafe { libc::_exit(0) }
 }
 
 fn install_panic_hook(name: &'static str) {
@@ -301,8 +542,14 @@ fn install_panic_hook(name: &'static str) {
             crate::sanitize(&msg),
             place
         );
-        // Raw write: the stdout lock may be held by whoever panicked.
-        let _ = nix_free_write(line.as_bytes());
+        let fd = WORKER_FD.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // In the worker: the parent prints it.
+            send(fd, MSG_PANIC, line.as_bytes());
+        } else {
+            // Raw write: the stdout lock may be held by whoever panicked.
+            let _ = nix_free_write(line.as_bytes());
+        }
         std::process::exit(Status::Unknown.code());
     }));
 }

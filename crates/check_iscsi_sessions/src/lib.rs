@@ -1,0 +1,806 @@
+//! check_iscsi_sessions: the initiator side of iSCSI volumes, read from sysfs.
+//!
+//! gather (sysfs, mountinfo, kubelet roots) → evaluate (pure, every decision) → the plugin runtime
+//! renders. See `node::iscsi` for the sysfs layout.
+
+use clap::Parser;
+use node::iscsi::{pv_from_iqn, Attr, RecoveryTmo, Session, Sessions};
+use node::{Host, Mount};
+use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Unknown, Uom};
+use regex::Regex;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+const LONG_ABOUT: &str = "\
+Reads the Linux iSCSI transport class in sysfs (no iscsiadm, no iscsid) and checks every session,
+its connections and its SCSI disks. Each disk is mapped through the mount table to its mount points
+and, under a kubelet root, to the PersistentVolume it backs.
+
+CRITICAL: a session not LOGGED_IN (FAILED = in recovery, FREE = recovery timed out); a connection
+not up; a disk offline, transport-offline or deleted; fewer sessions than --min-sessions, or an
+--expect-target with no logged-in session.
+WARNING: a disk blocked (recovery in progress); a logged-in session without a disk; two sessions
+to the same target and portal; recovery_tmo below --min-recovery-timeout.
+UNKNOWN: an attribute the decision needs cannot be read (the file is named).";
+
+fn parse_regex(s: &str) -> Result<Regex, String> {
+    // regex's syntax errors span lines (pattern, caret, reason): keep the reason, on one line.
+    Regex::new(s).map_err(|e| {
+        let text = e.to_string();
+        let reason = text
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_string();
+        format!("invalid regex '{s}': {reason}")
+    })
+}
+
+fn parse_secs(s: &str) -> Result<u64, String> {
+    plugin::parse_duration(s)
+        .map(|d| d.as_secs())
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "check_iscsi_sessions",
+    version,
+    about = "iSCSI session, connection and disk health from sysfs",
+    long_about = LONG_ABOUT
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// The host's / as mounted in a container (e.g. /host): every default below is read through it
+    #[arg(long, value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// sysfs to read [default: /sys, or <host-root>/sys]
+    #[arg(long, value_name = "DIR")]
+    pub sys: Option<PathBuf>,
+
+    /// Mount table that maps disks to mount points and PVs [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]
+    #[arg(long, value_name = "FILE")]
+    pub mountinfo: Option<PathBuf>,
+
+    /// Kubelet root, repeatable [default: each that exists of /var/lib/kubelet, /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
+    #[arg(long, value_name = "DIR")]
+    pub kubelet_root: Vec<PathBuf>,
+
+    /// CRITICAL when fewer than N sessions exist
+    #[arg(long, value_name = "N")]
+    pub min_sessions: Option<u32>,
+
+    /// CRITICAL unless a logged-in session's target IQN matches REGEX (repeatable)
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub expect_target: Vec<Regex>,
+
+    /// WARNING when a session's recovery_tmo (replacement_timeout) is below this (e.g. 300 or 5m); `off` always passes
+    #[arg(long, value_name = "SECONDS", value_parser = parse_secs)]
+    pub min_recovery_timeout: Option<u64>,
+
+    /// Only check sessions whose target IQN matches REGEX (repeatable)
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub include: Vec<Regex>,
+
+    /// Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub exclude: Vec<Regex>,
+}
+
+/// The decisions' parameters, apart from the clap struct so tests build them directly.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub min_sessions: Option<u32>,
+    pub expect_target: Vec<Regex>,
+    pub min_recovery_timeout: Option<u64>,
+    pub include: Vec<Regex>,
+    pub exclude: Vec<Regex>,
+}
+
+impl From<&Opts> for Policy {
+    fn from(o: &Opts) -> Policy {
+        Policy {
+            min_sessions: o.min_sessions,
+            expect_target: o.expect_target.clone(),
+            min_recovery_timeout: o.min_recovery_timeout,
+            include: o.include.clone(),
+            exclude: o.exclude.clone(),
+        }
+    }
+}
+
+/// Everything gathered from the node.
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    pub sessions: Sessions,
+    /// `None`: not read (no block device to map). `Some(Err)`: unreadable (a note, not an alert).
+    pub mounts: Option<Result<Vec<Mount>, String>>,
+    pub kubelet_roots: Vec<PathBuf>,
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "ISCSI_SESSIONS";
+    const BINARY: &'static str = "check_iscsi_sessions";
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        let data = gather(self, ctx)?;
+        Ok(evaluate(&data, &Policy::from(self)))
+    }
+}
+
+/// All I/O: the session class, then (only when there are disks) the mount table.
+pub fn gather(o: &Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
+    let host = Host::from_option(o.host_root.as_deref());
+    let sys = o.sys.clone().unwrap_or_else(|| host.sys());
+    ctx.stage(format!(
+        "reading {}",
+        sys.join("class/iscsi_session").display()
+    ));
+    match std::fs::metadata(&sys) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(Unknown(format!(
+                "{} is not a directory: is --sys right?",
+                sys.display()
+            )))
+        }
+        Err(e) => {
+            return Err(Unknown(format!(
+                "cannot read {}: {} (is --sys right?)",
+                sys.display(),
+                node::errtext(&e)
+            )))
+        }
+    }
+    match std::fs::metadata(sys.join("class")) {
+        Ok(m) if m.is_dir() => {}
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Unknown(format!(
+                "cannot read {}: {}",
+                sys.join("class").display(),
+                node::errtext(&e)
+            )))
+        }
+        _ => {
+            return Err(Unknown(format!(
+                "{} has no class/ directory: not a sysfs (is --sys right?)",
+                sys.display()
+            )))
+        }
+    }
+    let sessions = node::iscsi::read(&sys).map_err(Unknown)?;
+    ctx.debug(format!(
+        "read {} iSCSI session(s) under {} (class present: {})",
+        sessions.sessions.len(),
+        sys.display(),
+        sessions.class_present
+    ));
+    let has_disks = sessions
+        .sessions
+        .iter()
+        .any(|s| s.block_devices().next().is_some());
+    let mut g = Gathered {
+        sessions,
+        ..Default::default()
+    };
+    if has_disks {
+        let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+        ctx.stage(format!("reading {}", mi.display()));
+        let mounts = node::mountinfo::read(&mi);
+        if let Ok(m) = &mounts {
+            ctx.debug(format!("read {} mounts from {}", m.len(), mi.display()));
+        }
+        g.mounts = Some(mounts);
+        ctx.stage("looking for kubelet roots");
+        g.kubelet_roots = node::kubelet::roots(&o.kubelet_root, &host);
+        ctx.debug(format!("kubelet roots: {:?}", g.kubelet_roots));
+    }
+    Ok(g)
+}
+
+/// One problem found on a session: the status, a few words for the summary, a sentence for the
+/// long output.
+#[derive(Debug, Clone)]
+struct Problem {
+    status: Status,
+    short: String,
+    long: String,
+}
+
+impl Problem {
+    fn new(status: Status, short: impl Into<String>, long: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            short: short.into(),
+            long: long.into(),
+        }
+    }
+    /// An attribute that the decision needs could not be read.
+    fn unreadable(e: &node::iscsi::AttrError) -> Problem {
+        let file = e
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let short_err = e.errno.map(nix_name).unwrap_or_else(|| e.error.clone());
+        Problem::new(
+            Status::Unknown,
+            format!("cannot read {file} ({short_err})"),
+            e.to_string(),
+        )
+    }
+}
+
+fn nix_name(errno: i32) -> String {
+    // "Permission denied (EACCES)" → "EACCES"
+    let t = node::errtext(&std::io::Error::from_raw_os_error(errno));
+    t.rsplit_once('(')
+        .map(|(_, n)| n.trim_end_matches(')').to_string())
+        .unwrap_or(t)
+}
+
+/// What a SCSI device state means.
+fn device_state(state: &str) -> (Status, &'static str) {
+    match state {
+        "running" => (Status::Ok, ""),
+        "created" => (Status::Ok, "being set up"),
+        "blocked" => (Status::Warning, "I/O waits while the session recovers"),
+        "created-blocked" => (
+            Status::Warning,
+            "blocked while being set up: I/O waits while the session recovers",
+        ),
+        "quiesce" => (Status::Warning, "quiesced: I/O held"),
+        "transport-offline" => (
+            Status::Critical,
+            "session recovery timed out: the kernel fails all I/O to it",
+        ),
+        "offline" => (
+            Status::Critical,
+            "SCSI error handling gave up: the kernel fails all I/O to it",
+        ),
+        "deleted" | "cancel" => (Status::Critical, "being removed: I/O fails"),
+        _ => (Status::Warning, "unexpected state"),
+    }
+}
+
+fn is_offline(state: &str) -> bool {
+    matches!(
+        state,
+        "transport-offline" | "offline" | "deleted" | "cancel"
+    )
+}
+
+fn parse_majmin(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Mount points and PVs using a device (`maj:min`), as one display string.
+fn usage_text(
+    devs: &[(String, (u32, u32))],
+    by_dev: &HashMap<(u32, u32), Vec<&Mount>>,
+    roots: &[PathBuf],
+) -> Option<String> {
+    let mut pvs: Vec<String> = Vec::new();
+    let mut points: Vec<String> = Vec::new();
+    for (name, majmin) in devs {
+        for m in by_dev.get(majmin).into_iter().flatten() {
+            if let Some(kp) = node::kubelet::classify(&m.mount_point, roots) {
+                if let Some(pv) = kp.volume_name() {
+                    if !pvs.iter().any(|p| p == pv) {
+                        pvs.push(pv.to_string());
+                    }
+                }
+            }
+            let mp = m.mount_point.display().to_string();
+            let mp = if devs.len() > 1 {
+                format!("{mp} ({name})")
+            } else {
+                mp
+            };
+            if !points.contains(&mp) {
+                points.push(mp);
+            }
+        }
+    }
+    if points.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 4;
+    let more = points.len().saturating_sub(SHOWN);
+    points.truncate(SHOWN);
+    let mut s = String::new();
+    if !pvs.is_empty() {
+        s.push_str(&format!("PV {}; ", pvs.join(", ")));
+    }
+    s.push_str(&format!("mounted at {}", points.join(", ")));
+    if more > 0 {
+        s.push_str(&format!(" (+{more} more)"));
+    }
+    Some(s)
+}
+
+struct SessionVerdict {
+    status: Status,
+    finding: Finding,
+    /// `session3 (pvc-…): FREE (recovery timed out), sdc transport-offline`
+    short: String,
+}
+
+fn label(s: &Session) -> String {
+    match s.targetname.value() {
+        Some(iqn) => pv_from_iqn(iqn).unwrap_or(iqn).to_string(),
+        None => "target unknown".into(),
+    }
+}
+
+fn judge_session(
+    s: &Session,
+    policy: &Policy,
+    by_dev: &HashMap<(u32, u32), Vec<&Mount>>,
+    roots: &[PathBuf],
+) -> SessionVerdict {
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut details: Vec<String> = Vec::new();
+
+    // Session state.
+    let logged_in = s.state.value() == Some("LOGGED_IN");
+    let tmo = s.recovery_tmo();
+    let tmo_text = match (&tmo, &s.recovery_tmo) {
+        (Some(t), _) => t.to_string(),
+        (None, a) => a.show(),
+    };
+    match &s.state {
+        Attr::Value(v) if v == "LOGGED_IN" => {}
+        Attr::Value(v) if v == "FAILED" => problems.push(Problem::new(
+            Status::Critical,
+            "FAILED (in recovery)",
+            format!(
+                "the connection is lost and recovery is running; I/O is blocked until the target returns, and after recovery_tmo ({tmo_text}) its disks go offline"
+            ),
+        )),
+        Attr::Value(v) if v == "FREE" => problems.push(Problem::new(
+            Status::Critical,
+            "FREE (recovery timed out)",
+            "recovery timed out; I/O to its disks fails and filesystems on them abort (ext4 remounts read-only)",
+        )),
+        Attr::Value(v) => problems.push(Problem::new(
+            Status::Critical,
+            format!("state {v}"),
+            format!("in state '{v}', not LOGGED_IN"),
+        )),
+        Attr::Missing => problems.push(Problem::new(
+            Status::Unknown,
+            "state unknown",
+            format!(
+                "no state attribute in {}: cannot tell whether it is logged in",
+                s.attr_dir.display()
+            ),
+        )),
+        Attr::Error(e) => problems.push(Problem::unreadable(e)),
+    }
+
+    // The target name: needed to name, filter and compare sessions.
+    if let Attr::Error(e) = &s.targetname {
+        problems.push(Problem::unreadable(e));
+    }
+
+    // recovery_tmo against the minimum.
+    if let Some(min) = policy.min_recovery_timeout {
+        match (&s.recovery_tmo, tmo) {
+            (_, Some(RecoveryTmo::Secs(t))) if t < min => problems.push(Problem::new(
+                Status::Warning,
+                format!("recovery_tmo {t}s < {min}s"),
+                format!(
+                    "recovery_tmo {t}s is below {min}s: a target outage longer than {t}s offlines its disks (raise node.session.timeo.replacement_timeout)"
+                ),
+            )),
+            (_, Some(_)) => {}
+            (Attr::Value(v), None) => problems.push(Problem::new(
+                Status::Unknown,
+                "recovery_tmo not understood",
+                format!("recovery_tmo '{v}' is not a number of seconds or 'off'"),
+            )),
+            (Attr::Missing, None) => problems.push(Problem::new(
+                Status::Unknown,
+                "recovery_tmo unknown",
+                format!(
+                    "no recovery_tmo attribute in {}: cannot check --min-recovery-timeout",
+                    s.attr_dir.display()
+                ),
+            )),
+            (Attr::Error(e), None) => problems.push(Problem::unreadable(e)),
+        }
+    } else if let Attr::Error(e) = &s.recovery_tmo {
+        details.push(e.to_string());
+    }
+
+    // Connections.
+    for c in &s.connections {
+        let portal = c.portal().unwrap_or_else(|| "portal unknown".into());
+        match &c.state {
+            Attr::Value(v) if v == "up" => {}
+            Attr::Value(v) => problems.push(Problem::new(
+                Status::Critical,
+                format!("{} {v}", c.name),
+                format!("{} to {portal} is {v}, not up", c.name),
+            )),
+            Attr::Missing => {}
+            Attr::Error(e) => problems.push(Problem::unreadable(e)),
+        }
+        details.push(format!("{} {}, portal {portal}", c.name, c.state.show()));
+    }
+    if s.connections.is_empty() && s.problems.is_empty() {
+        details.push("no connection in sysfs".into());
+    }
+
+    // SCSI devices and their disks.
+    let mut disks = 0usize;
+    for d in &s.devices {
+        let names: Vec<&str> = d.blocks.iter().map(|b| b.name.as_str()).collect();
+        let who = if names.is_empty() {
+            d.hctl.clone()
+        } else {
+            names.join(",")
+        };
+        disks += d.blocks.len();
+        match &d.state {
+            Attr::Value(v) => {
+                let (st, why) = device_state(v);
+                if st != Status::Ok {
+                    problems.push(Problem::new(
+                        st,
+                        format!("{who} {v}"),
+                        format!("{} {who} is {v}: {why}", d.hctl),
+                    ));
+                }
+            }
+            Attr::Missing => problems.push(Problem::new(
+                Status::Unknown,
+                format!("{who} state unknown"),
+                format!("{} {who}: no state attribute", d.hctl),
+            )),
+            Attr::Error(e) => problems.push(Problem::unreadable(e)),
+        }
+        if d.blocks.is_empty() {
+            details.push(format!("{} {}, no block device", d.hctl, d.state.show()));
+        }
+        for b in &d.blocks {
+            let mut devs = Vec::new();
+            if let Some(mm) = b.dev.value().and_then(parse_majmin) {
+                devs.push((b.name.clone(), mm));
+            }
+            for (cn, cd) in &b.children {
+                if let Some(mm) = cd.value().and_then(parse_majmin) {
+                    devs.push((cn.clone(), mm));
+                }
+            }
+            let usage = if by_dev.is_empty() {
+                None
+            } else {
+                Some(usage_text(&devs, by_dev, roots).unwrap_or_else(|| "not mounted".into()))
+            };
+            let mut line = format!(
+                "{} {} ({}) {}",
+                d.hctl,
+                b.name,
+                b.dev.show(),
+                d.state.show()
+            );
+            if let Some(u) = usage {
+                line.push_str(": ");
+                line.push_str(&u);
+            }
+            details.push(line);
+        }
+    }
+    if logged_in && disks == 0 && s.problems.is_empty() {
+        problems.push(Problem::new(
+            Status::Warning,
+            "no disk attached",
+            "logged in but no disk attached (no LUN was scanned, or its disk was removed)",
+        ));
+    }
+
+    // What could not be walked.
+    for p in &s.problems {
+        problems.push(Problem::new(Status::Unknown, "sysfs incomplete", p.clone()));
+    }
+
+    let status = problems
+        .iter()
+        .fold(Status::Ok, |acc, p| acc.worst(p.status));
+    let iqn = s.targetname.show();
+    let pv = s
+        .targetname
+        .value()
+        .and_then(pv_from_iqn)
+        .map(|p| format!(" (PV {p})"))
+        .unwrap_or_default();
+    let portal = s.portal().unwrap_or_else(|| "unknown".into());
+    let mut text = format!(
+        "{} {}: {iqn}{pv}, portal {portal}, recovery_tmo {tmo_text}",
+        s.name,
+        s.state.show()
+    );
+    // Worst problems first in the text and the summary.
+    let mut sorted = problems.clone();
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.status.rank()));
+    if !sorted.is_empty() {
+        text.push_str(" - ");
+        text.push_str(
+            &sorted
+                .iter()
+                .map(|p| p.long.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    let mut f = Finding::new(status, text);
+    let extra: Vec<String> = [
+        ("iface", &s.ifacename),
+        ("tpgt", &s.tpgt),
+        ("target_state", &s.target_state),
+    ]
+    .iter()
+    .filter(|(_, a)| !matches!(a, Attr::Missing))
+    .map(|(n, a)| format!("{n} {}", a.show()))
+    .collect();
+    if !extra.is_empty() {
+        f = f.detail(extra.join(", "));
+    }
+    for d in details {
+        f = f.detail(d);
+    }
+    let short = format!(
+        "{} ({}): {}",
+        s.name,
+        label(s),
+        sorted
+            .iter()
+            .map(|p| p.short.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    SessionVerdict {
+        status,
+        finding: f,
+        short,
+    }
+}
+
+fn included(s: &Session, policy: &Policy) -> bool {
+    let iqn = s.targetname.value().unwrap_or("");
+    if policy.exclude.iter().any(|r| r.is_match(iqn)) {
+        return false;
+    }
+    policy.include.is_empty() || policy.include.iter().any(|r| r.is_match(iqn))
+}
+
+/// Every decision, from gathered data alone.
+pub fn evaluate(data: &Gathered, policy: &Policy) -> Report {
+    let all = &data.sessions.sessions;
+    let sessions: Vec<&Session> = all.iter().filter(|s| included(s, policy)).collect();
+    let excluded = all.len() - sessions.len();
+
+    let mut by_dev: HashMap<(u32, u32), Vec<&Mount>> = HashMap::new();
+    if let Some(Ok(mounts)) = &data.mounts {
+        for m in mounts {
+            by_dev.entry((m.major, m.minor)).or_default().push(m);
+        }
+    }
+
+    let mut findings: Vec<Finding> = Vec::new();
+    // (status, phrase) for the summary, in order of discovery; sorted worst first below.
+    let mut phrases: Vec<(Status, String)> = Vec::new();
+    let mut unhealthy = 0usize;
+    for s in &sessions {
+        let v = judge_session(s, policy, &by_dev, &data.kubelet_roots);
+        if v.status != Status::Ok {
+            unhealthy += 1;
+            phrases.push((v.status, v.short));
+        }
+        findings.push(v.finding);
+    }
+
+    // Two sessions to the same target and portal (through the same iface): a stale or doubled
+    // login. Different ifaces to one portal are deliberate multipath and pass.
+    let mut groups: BTreeMap<(String, String, String), Vec<&Session>> = BTreeMap::new();
+    for s in &sessions {
+        if let (Some(iqn), Some(portal)) = (s.targetname.value(), s.portal()) {
+            let iface = s.ifacename.value().unwrap_or("").to_string();
+            groups
+                .entry((iqn.to_string(), portal, iface))
+                .or_default()
+                .push(s);
+        }
+    }
+    for ((iqn, portal, _), group) in &groups {
+        if group.len() > 1 {
+            let names: Vec<String> = group
+                .iter()
+                .map(|s| format!("{} {}", s.name, s.state.show()))
+                .collect();
+            let who = pv_from_iqn(iqn).unwrap_or(iqn);
+            phrases.push((
+                Status::Warning,
+                format!("{} sessions to {who} at {portal}", group.len()),
+            ));
+            findings.push(Finding::new(
+                Status::Warning,
+                format!(
+                    "{} sessions to the same target and portal: {iqn} at {portal} ({}); a stale or doubled login, log out the extra one",
+                    group.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+
+    // Expectations.
+    let n = sessions.len();
+    if let Some(min) = policy.min_sessions {
+        if (n as u64) < min as u64 {
+            let why = if data.sessions.class_present {
+                String::new()
+            } else {
+                " (the iSCSI transport class is not in sysfs: no initiator loaded)".into()
+            };
+            phrases.push((
+                Status::Critical,
+                format!("{n} session(s), expected at least {min}"),
+            ));
+            findings.push(Finding::new(
+                Status::Critical,
+                format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
+            ));
+        }
+    }
+    for re in &policy.expect_target {
+        let matching: Vec<&&Session> = sessions
+            .iter()
+            .filter(|s| s.targetname.value().is_some_and(|t| re.is_match(t)))
+            .collect();
+        if !matching
+            .iter()
+            .any(|s| s.state.value() == Some("LOGGED_IN"))
+        {
+            let others = if matching.is_empty() {
+                "no session at all".to_string()
+            } else {
+                matching
+                    .iter()
+                    .map(|s| format!("{} {}", s.name, s.state.show()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            phrases.push((
+                Status::Critical,
+                format!("no logged-in session to '{}'", re.as_str()),
+            ));
+            findings.push(Finding::new(
+                Status::Critical,
+                format!(
+                    "no logged-in session to a target matching --expect-target '{}' ({others})",
+                    re.as_str()
+                ),
+            ));
+        }
+    }
+
+    // Counts and perfdata.
+    let failed = sessions
+        .iter()
+        .filter(|s| s.state.value().is_some_and(|v| v != "LOGGED_IN"))
+        .count();
+    let devices: usize = sessions.iter().map(|s| s.devices.len()).sum();
+    let offline = sessions
+        .iter()
+        .flat_map(|s| s.devices.iter())
+        .filter(|d| d.state.value().is_some_and(is_offline))
+        .count();
+    let disks: usize = sessions.iter().map(|s| s.block_devices().count()).sum();
+    let min_tmo = sessions
+        .iter()
+        .filter_map(|s| match s.recovery_tmo() {
+            Some(RecoveryTmo::Secs(t)) => Some(t),
+            _ => None,
+        })
+        .min();
+
+    let status = findings
+        .iter()
+        .fold(Status::Ok, |acc, f| acc.worst(f.status));
+    let summary = if phrases.is_empty() {
+        match n {
+            0 if data.sessions.class_present => "no iSCSI sessions".to_string(),
+            0 => "no iSCSI sessions (the iSCSI transport class is not in sysfs)".to_string(),
+            _ => format!(
+                "{n} iSCSI session{} logged in, {devices} disk{} running",
+                if n == 1 { "" } else { "s" },
+                if devices == 1 { "" } else { "s" }
+            ),
+        }
+    } else {
+        phrases.sort_by_key(|(st, _)| std::cmp::Reverse(st.rank()));
+        const SHOWN: usize = 3;
+        let more = phrases.len().saturating_sub(SHOWN);
+        let mut parts: Vec<String> = phrases.iter().take(SHOWN).map(|(_, p)| p.clone()).collect();
+        if more > 0 {
+            parts.push(format!("+{more} more"));
+        }
+        let head = if unhealthy > 0 {
+            format!(
+                "{unhealthy} of {n} iSCSI session{} unhealthy: ",
+                if n == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        };
+        format!("{head}{}", parts.join("; "))
+    };
+
+    let zero = Range::parse("0").ok();
+    let mut r = Report::new(status, summary)
+        .perf(
+            Perfdata::new("sessions", n as f64)
+                .crit(
+                    policy
+                        .min_sessions
+                        .and_then(|m| Range::parse(&format!("{m}:")).ok())
+                        .as_ref(),
+                )
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("sessions_failed", failed as f64)
+                .crit(zero.as_ref())
+                .min(0.0),
+        )
+        .perf(Perfdata::new("devices", devices as f64).min(0.0))
+        .perf(
+            Perfdata::new("devices_offline", offline as f64)
+                .crit(zero.as_ref())
+                .min(0.0),
+        );
+    if let Some(t) = min_tmo {
+        r = r.perf(
+            Perfdata::new("min_recovery_tmo", t as f64)
+                .uom(Uom::Seconds)
+                .warn(
+                    policy
+                        .min_recovery_timeout
+                        .and_then(|m| Range::parse(&format!("{m}:")).ok())
+                        .as_ref(),
+                )
+                .min(0.0),
+        );
+    }
+    for f in findings {
+        r = r.finding(f);
+    }
+    if excluded > 0 {
+        r = r.note(format!(
+            "{excluded} session(s) skipped by --include/--exclude"
+        ));
+    }
+    if disks > 0 {
+        if let Some(Err(e)) = &data.mounts {
+            r = r.note(format!("mount points not shown: {e}"));
+        }
+    }
+    r.sort_findings();
+    r
+}
+
+#[cfg(test)]
+mod tests;
