@@ -5,7 +5,9 @@
 //! static nrpe.d file against the role's rendering, lint/syntax and argument-spec validation, and
 //! the Icinga 2 definitions through the real `icinga2 daemon -C`.
 
-use e2e::{all_checks, bin_dir, need_root, need_tool, workspace_root, Cmd, Output};
+use e2e::{
+    all_checks, bin_dir, need_root, need_tool, workspace_root, Cmd, KubeletTree, Ns, Output,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -205,10 +207,11 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
     );
     let api = format!("127.0.0.1:{api_port}");
     match check {
-        // An empty kubelet root: nothing mounted, nothing to alarm about.
+        // One healthy PV under a kubelet root only root can enter: OK thanks to the file
+        // capability (without it: EACCES, see the cap-less copy below).
         "check_ro_pvc_mounts" => {
             out.assert_status(&name, 0);
-            assert!(line.contains("no PV mounts"), "{line}");
+            assert!(line.contains("1 PV filesystems writable"), "{line}");
         }
         "check_stale_csi_mounts" => {
             assert!(out.code == 0 || out.code == 3, "{line}");
@@ -250,8 +253,9 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
 }
 
 /// The NRPE daemon on a loopback port, serving the rendered nrpe.d as the nagios user (like
-/// Debian's unit: started as nagios with its groups, not as root).
-fn start_nrpe(work: &Path, port: u16) -> Child {
+/// Debian's unit: started as nagios with its groups, not as root), inside the test's mount
+/// namespace (where a PV is mounted under the private kubelet root).
+fn start_nrpe(ns: &Ns, work: &Path, port: u16) -> Child {
     let dir = work.join("nrpe");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -268,7 +272,8 @@ fn start_nrpe(work: &Path, port: u16) -> Child {
     )
     .unwrap();
     std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let child = Command::new("setpriv")
+    let child = Command::new("nsenter")
+        .args(["-t", &ns.pid().to_string(), "-m", "--", "setpriv"])
         .args([
             "--reuid",
             "nagios",
@@ -343,9 +348,13 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
     let work = tempfile::tempdir().unwrap();
     let mut machine = Machine::take_over(&checks);
 
-    // A kubelet root only root can enter: the node checks need CAP_DAC_READ_SEARCH there.
-    let kroot = work.path().join("private/var/lib/kubelet");
-    std::fs::create_dir_all(kroot.join("pods")).unwrap();
+    // A kubelet root only root can enter, with one PV mounted (tmpfs) in a private mount
+    // namespace where NRPE will run: stat of the mount point needs CAP_DAC_READ_SEARCH.
+    let tree = KubeletTree::new(&work.path().join("private"));
+    let kroot = tree.root.clone();
+    let pv_mount = tree.pod_csi_mount("5e0c7a1e-pod", "pvc-deploy-test", "test.csi.example");
+    let ns = Ns::new();
+    ns.sh(&format!("mount -t tmpfs tmpfs '{}'", pv_mount.display()));
     std::fs::set_permissions(
         work.path().join("private"),
         std::fs::Permissions::from_mode(0o700),
@@ -419,7 +428,7 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
 
     // The real NRPE daemon, as nagios, and the real check_nrpe against every command.
     let port = free_port();
-    machine.nrpe = Some(start_nrpe(work.path(), port));
+    machine.nrpe = Some(start_nrpe(&ns, work.path(), port));
     wait_nrpe(machine.nrpe.as_mut().unwrap(), port);
     for c in &checks {
         let out = Cmd::new(CHECK_NRPE)
@@ -437,7 +446,8 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         println!("{c} (exit {}): {}", out.code, out.first_line());
         assert_answer_here(c, &out, api_port);
         // Consistent with running the same command line directly as nagios.
-        let direct = Cmd::new("setpriv")
+        let direct = ns
+            .cmd("setpriv")
             .args([
                 "--reuid",
                 "nagios",
@@ -452,6 +462,29 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             .run();
         assert_eq!(direct.code, out.code, "{c}: {direct:?} vs {out:?}");
         assert_eq!(direct.status(), out.status());
+    }
+    // The capability is what makes it work: the same binary without it, as nagios, cannot stat
+    // the PV's mount point.
+    if checks.iter().any(|c| c == "check_ro_pvc_mounts") {
+        let nocap = work.path().join("check_ro_pvc_mounts.nocap");
+        std::fs::copy(bin_dir().join("check_ro_pvc_mounts"), &nocap).unwrap();
+        std::fs::set_permissions(&nocap, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = ns
+            .cmd("setpriv")
+            .args([
+                "--reuid",
+                "nagios",
+                "--regid",
+                "nagios",
+                "--init-groups",
+                "--",
+            ])
+            .arg(&nocap)
+            .arg("--kubelet-root")
+            .arg(&kroot)
+            .run();
+        assert_ne!(out.code, 0, "without CAP_DAC_READ_SEARCH: {out:?}");
+        assert!(out.stdout.contains("EACCES"), "{out:?}");
     }
     // An undefined command is refused by NRPE, not silently OK.
     let none = Cmd::new(CHECK_NRPE)
@@ -468,7 +501,8 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
 
     // The Prometheus textfile wrapper, as the timer would run it (as nagios): one file per
     // check, complete, no temp files left behind.
-    let wrap = Cmd::new("setpriv")
+    let wrap = ns
+        .cmd("setpriv")
         .args([
             "--reuid",
             "nagios",
