@@ -636,6 +636,30 @@ fn release_tarball(work: &Path, checks: &[String]) -> PathBuf {
     tarball
 }
 
+/// A sudoers drop-in installed in /etc/sudoers.d for the duration of a test (removed on drop).
+struct SudoersDropIn(PathBuf);
+
+impl SudoersDropIn {
+    fn install(text: &str) -> SudoersDropIn {
+        let p = PathBuf::from(format!(
+            "/etc/sudoers.d/k8s-storage-checks-test-{}",
+            std::process::id()
+        ));
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o440)).unwrap();
+        let guard = SudoersDropIn(p);
+        let check = Cmd::new("visudo").arg("-c").run();
+        assert_eq!(check.code, 0, "{check:?}");
+        guard
+    }
+}
+
+impl Drop for SudoersDropIn {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Another layout, entirely under a temp directory: binaries from a release tarball, sudo mode
 /// (the sudoers drop-in validated by visudo), iscsid.conf edited, no package install, no group
 /// change. Idempotent as well.
@@ -730,6 +754,34 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
         );
         // sudoers escapes ':' in arguments.
         assert!(sudoers.contains("-w 0 -c 1\\:"), "{sudoers}");
+    }
+    // sudo itself agrees: with the drop-in installed, exactly NRPE's command lines are allowed
+    // for nagios (parsed by the shell as NRPE does), and a changed one is not.
+    {
+        let live = SudoersDropIn::install(&sudoers);
+        for (c, cmd) in cmds
+            .iter()
+            .filter(|(_, cmd)| cmd.starts_with("/usr/bin/sudo -n "))
+        {
+            let rest = cmd.trim_start_matches("/usr/bin/sudo -n ");
+            let ok = Cmd::new("sh")
+                .arg("-c")
+                .arg(format!("sudo -n -l -U nagios {rest}"))
+                .run();
+            assert_eq!(
+                ok.code, 0,
+                "{c}: sudo does not allow NRPE's command line: {ok:?}"
+            );
+            let changed = Cmd::new("sh")
+                .arg("-c")
+                .arg(format!("sudo -n -l -U nagios {rest} -v"))
+                .run();
+            assert_ne!(
+                changed.code, 0,
+                "{c}: sudo allows more than the command line"
+            );
+        }
+        drop(live);
     }
     // iscsid.conf: the incident's action item, the rest of the file untouched.
     let conf = std::fs::read_to_string(&iscsid).unwrap();
