@@ -10,6 +10,7 @@
 //!   when it is dropped (or when the test process dies), and loop devices mounted with `-o loop`
 //!   detach themselves (autoclear).
 
+pub mod logs;
 pub mod sysfs;
 
 use std::io::Write;

@@ -327,3 +327,40 @@ fn hung_fuse_volume_is_critical_within_the_timeout_and_leaves_nothing_behind() {
     );
     assert_eq!(leftovers(&root), "", "processes left behind");
 }
+
+#[test]
+fn without_privileges_it_says_which_capability_is_missing() {
+    if !need_root("without_privileges_it_says_which_capability_is_missing")
+        || !need_tool("without_privileges", "setpriv")
+    {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    std::fs::set_permissions(
+        tree.root.join("pods"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        work.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = e2e::Cmd::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(e2e::bin("check_ro_pvc_mounts"))
+        .args(["--kubelet-root", tree.root.to_str().unwrap()])
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(
+        out.first_line().contains("Permission denied (EACCES)"),
+        "{out:?}"
+    );
+    assert!(out.first_line().contains("CAP_DAC_READ_SEARCH"), "{out:?}");
+}

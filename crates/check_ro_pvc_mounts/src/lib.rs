@@ -167,10 +167,6 @@ pub fn group(
 pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let host = Host::from_option(o.host_root.as_deref());
     let sys = o.sys.clone().unwrap_or_else(|| host.sys());
-    ctx.stage("reading the mount table");
-    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
-    ctx.debug(format!("mount table: {}", mi.display()));
-    let mounts = node::mountinfo::read(&mi).map_err(Unknown)?;
     let roots = kubelet::roots(&o.kubelet_root, &host);
     if roots.is_empty() {
         return Err(Unknown(format!(
@@ -186,6 +182,37 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    // Without the right to look into the kubelet's directories every probe would fail with
+    // EACCES: say what is missing instead of reporting every volume as broken.
+    for r in &roots {
+        let pods = host.mount_path(r.join("pods"));
+        if let Err(e) = std::fs::read_dir(&pods) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(Unknown(format!(
+                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
+                    r.join("pods").display(),
+                    node::errtext(&e)
+                )));
+            }
+        }
+    }
+    ctx.stage("reading the mount table");
+    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    ctx.debug(format!("mount table: {}", mi.display()));
+    // Only mounts below a kubelet root matter; every line is still validated.
+    let prefixes: Vec<String> = roots
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/",
+                node::mountinfo::escape(&r.to_string_lossy()).trim_end_matches('/')
+            )
+        })
+        .collect();
+    let mounts = node::mountinfo::read_with(&mi, |mp| {
+        prefixes.iter().any(|p| mp.starts_with(p.as_str()))
+    })
+    .map_err(Unknown)?;
     let mut volumes = group(&mounts, &roots, o.include.as_ref(), o.exclude.as_ref());
 
     ctx.stage("reading filesystem error state from sysfs");

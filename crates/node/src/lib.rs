@@ -6,6 +6,7 @@ pub mod fsstate;
 pub mod host;
 pub mod iscsi;
 pub mod kubelet;
+pub mod logs;
 pub mod mountinfo;
 pub mod probe;
 

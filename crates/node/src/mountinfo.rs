@@ -88,7 +88,22 @@ pub fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn parse_line(line: &str) -> Result<Mount, &'static str> {
+/// One line split into its fields, borrowed: validating a line costs no allocation.
+struct Raw<'a> {
+    id: u64,
+    parent: u64,
+    major: u32,
+    minor: u32,
+    root: &'a str,
+    mount_point: &'a str,
+    mount_options: &'a str,
+    optional: &'a str,
+    fstype: &'a str,
+    source: &'a str,
+    super_options: &'a str,
+}
+
+fn tokenize(line: &str) -> Result<Raw<'_>, &'static str> {
     let mut f = line.split(' ');
     let mut next = |what: &'static str| f.next().filter(|s| !s.is_empty()).ok_or(what);
     let id = next("missing mount id")?
@@ -102,33 +117,32 @@ fn parse_line(line: &str) -> Result<Mount, &'static str> {
         .ok_or("major:minor without ':'")?;
     let major = maj.parse().map_err(|_| "major is not a number")?;
     let minor = min.parse().map_err(|_| "minor is not a number")?;
-    let root = unescape(next("missing root")?);
-    let mount_point = PathBuf::from(unescape(next("missing mount point")?));
-    let mount_options = next("missing mount options")?
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let mut optional = Vec::new();
+    let root = next("missing root")?;
+    let mount_point = next("missing mount point")?;
+    let mount_options = next("missing mount options")?;
+    let offset = |s: &str| s.as_ptr() as usize - line.as_ptr() as usize;
+    let opt_start = offset(mount_options) + mount_options.len();
+    let mut opt_end = opt_start;
     loop {
         let v = next("missing '-' separator")?;
         if v == "-" {
             break;
         }
-        optional.push(v.to_string());
+        opt_end = offset(v) + v.len();
     }
-    let fstype = next("missing filesystem type")?.to_string();
-    // The source may be empty on some filesystems ("none" normally); tolerate an empty field.
-    let rest: Vec<&str> = f.collect();
-    let (source, super_opts) = match rest.as_slice() {
-        [src, opts] => (unescape(src), *opts),
-        [src, opts, extra @ ..] if extra.iter().all(|e| e.is_empty()) => (unescape(src), *opts),
-        [opts] => (String::new(), *opts),
+    let optional = line[opt_start..opt_end].trim_start();
+    let fstype = next("missing filesystem type")?;
+    // The source may be empty on some filesystems; tolerate an empty field and trailing blanks.
+    let a = f.next();
+    let b = f.next();
+    let extra_ok = f.all(|e| e.is_empty());
+    let (source, super_options) = match (a, b) {
+        (Some(src), Some(opts)) if extra_ok && !opts.is_empty() => (src, opts),
+        (Some(opts), None) if !opts.is_empty() => ("", opts),
+        (Some(_), Some(_)) if extra_ok => return Err("empty super options"),
         _ => return Err("missing source or super options"),
     };
-    if super_opts.is_empty() {
-        return Err("empty super options");
-    }
-    Ok(Mount {
+    Ok(Raw {
         id,
         parent,
         major,
@@ -139,19 +153,74 @@ fn parse_line(line: &str) -> Result<Mount, &'static str> {
         optional,
         fstype,
         source,
-        super_options: super_opts.split(',').map(str::to_string).collect(),
+        super_options,
     })
+}
+
+impl Raw<'_> {
+    fn to_mount(&self) -> Mount {
+        let list = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        Mount {
+            id: self.id,
+            parent: self.parent,
+            major: self.major,
+            minor: self.minor,
+            root: unescape(self.root),
+            mount_point: PathBuf::from(unescape(self.mount_point)),
+            mount_options: list(self.mount_options),
+            optional: self
+                .optional
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            fstype: self.fstype.to_string(),
+            source: unescape(self.source),
+            super_options: list(self.super_options),
+        }
+    }
+}
+
+/// Escape a path the way the kernel writes it in mountinfo (space, tab, newline, backslash).
+pub fn escape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            ' ' => out.push_str("\\040"),
+            '\t' => out.push_str("\\011"),
+            '\n' => out.push_str("\\012"),
+            '\\' => out.push_str("\\134"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Parse a whole mountinfo text. The first garbled line is an error naming it.
 pub fn parse(text: &str, path: &str) -> Result<Vec<Mount>, ParseError> {
+    parse_with(text, path, |_| true)
+}
+
+/// Parse a mountinfo text, keeping only the mounts whose mount point, *as written in the file*
+/// (escaped, see [`escape`]), passes `keep`. Every line is still validated; only kept lines are
+/// turned into owned [`Mount`]s, so a 50 000-line table with a few hundred interesting mounts
+/// costs little more than reading it.
+pub fn parse_with(
+    text: &str,
+    path: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<Mount>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match parse_line(line) {
-            Ok(m) => out.push(m),
+        match tokenize(line) {
+            Ok(raw) => {
+                if keep(raw.mount_point) {
+                    out.push(raw.to_mount());
+                }
+            }
             Err(reason) => {
                 return Err(ParseError {
                     path: path.to_string(),
@@ -167,13 +236,19 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<Mount>, ParseError> {
 
 /// Read and parse a mountinfo file. Errors are one line an operator understands.
 pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
+    read_with(path, |_| true)
+}
+
+/// [`read`], keeping only mount points (escaped, as in the file) that pass `keep`.
+pub fn read_with(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Mount>, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
     let text = String::from_utf8_lossy(&bytes);
     if text.trim().is_empty() {
         return Err(format!("{} is empty: not a mount table", path.display()));
     }
-    parse(&text, &path.display().to_string()).map_err(|e| format!("garbled mount table: {e}"))
+    parse_with(&text, &path.display().to_string(), keep)
+        .map_err(|e| format!("garbled mount table: {e}"))
 }
 
 #[cfg(test)]
@@ -213,6 +288,17 @@ mod tests {
         assert_eq!(unescape("trailing\\"), "trailing\\");
         assert_eq!(unescape("\\04"), "\\04");
         assert_eq!(unescape("\\777"), "\\777");
+    }
+
+    #[test]
+    fn filtered_parse_keeps_only_matching_but_validates_all() {
+        let kept = parse_with(SAMPLE, "t", |mp| mp.starts_with("/var/lib/kubelet/")).unwrap();
+        assert_eq!(kept.len(), 2);
+        let bad = format!("{SAMPLE}garbage line\n");
+        assert!(parse_with(&bad, "t", |_| false).is_err());
+        assert_eq!(escape("/a b\\c"), "/a\\040b\\134c");
+        let m = parse_with(SAMPLE, "t", |mp| mp.starts_with(&escape("/mnt/with space"))).unwrap();
+        assert_eq!(m.len(), 1);
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! runtime (`plugin::main`) runs every check in a worker process whose stdout is /dev/null and
 //! which the answering process kills and leaves behind at the deadline.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use nix::errno::Errno;
@@ -78,111 +78,135 @@ pub fn probe(path: &Path, timeout: Duration) -> Outcome {
         .unwrap_or(Outcome::ProbeError("no result".into()))
 }
 
-enum Msg {
-    Started(usize, Instant),
-    Done(usize, Outcome),
+/// Shared state of one `probe_many` call. Workers claim paths with an atomic counter and record
+/// when each probe started; results go into write-once slots (a worker's answer and the
+/// collector's "hung" verdict race, the first wins). The collector sleeps until every probe has
+/// an outcome or the earliest in-flight probe's time is up: no message per probe.
+struct Shared {
+    paths: Vec<PathBuf>,
+    next: AtomicUsize,
+    /// Nanoseconds after `base` (+1) when probe i started; 0 = not started.
+    started: Vec<AtomicU64>,
+    results: Vec<OnceLock<Outcome>>,
+    done: AtomicUsize,
+    live_workers: AtomicUsize,
+    base: Instant,
+    lock: Mutex<()>,
+    wake: Condvar,
 }
 
-struct Pool {
-    paths: Arc<Vec<PathBuf>>,
-    next: Arc<Mutex<usize>>,
-    tx: mpsc::Sender<Msg>,
-}
-
-impl Pool {
-    fn spawn_worker(&self) -> bool {
-        let paths = Arc::clone(&self.paths);
-        let next = Arc::clone(&self.next);
-        let tx = self.tx.clone();
-        std::thread::Builder::new()
-            .name("probe".into())
-            .stack_size(64 * 1024)
-            .spawn(move || loop {
-                let idx = {
-                    let Ok(mut n) = next.lock() else { return };
-                    if *n >= paths.len() {
-                        return;
-                    }
-                    *n += 1;
-                    *n - 1
-                };
-                if tx.send(Msg::Started(idx, Instant::now())).is_err() {
-                    return;
-                }
-                let out = probe_now(&paths[idx]);
-                if tx.send(Msg::Done(idx, out)).is_err() {
-                    return;
-                }
-            })
-            .is_ok()
+impl Shared {
+    fn finish(&self, i: usize, out: Outcome) {
+        if self.results[i].set(out).is_ok() {
+            let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+            if done == self.paths.len() {
+                let _g = self.lock.lock();
+                self.wake.notify_all();
+            }
+        }
     }
 }
 
+fn spawn_worker(sh: &Arc<Shared>) -> bool {
+    let sh2 = Arc::clone(sh);
+    sh.live_workers.fetch_add(1, Ordering::SeqCst);
+    let ok = std::thread::Builder::new()
+        .name("probe".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            loop {
+                let i = sh2.next.fetch_add(1, Ordering::SeqCst);
+                if i >= sh2.paths.len() {
+                    break;
+                }
+                let t = sh2.base.elapsed().as_nanos() as u64 + 1;
+                sh2.started[i].store(t, Ordering::SeqCst);
+                let out = probe_now(&sh2.paths[i]);
+                sh2.finish(i, out);
+            }
+            sh2.live_workers.fetch_sub(1, Ordering::SeqCst);
+            let _g = sh2.lock.lock();
+            sh2.wake.notify_all();
+        })
+        .is_ok();
+    if !ok {
+        sh.live_workers.fetch_sub(1, Ordering::SeqCst);
+    }
+    ok
+}
+
 /// Probe many paths concurrently on at most `parallel` threads, each probe bounded by `timeout`.
-/// Results are in the order of `paths`. A hung probe's thread is replaced, so total wall time is
-/// about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
+/// Results are in the order of `paths`. A hung probe's thread is abandoned and replaced, so total
+/// wall time is about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
 pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<Outcome> {
     let n = paths.len();
     if n == 0 {
         return Vec::new();
     }
-    let (tx, rx) = mpsc::channel();
-    let pool = Pool {
-        paths: Arc::new(paths.to_vec()),
-        next: Arc::new(Mutex::new(0)),
-        tx,
-    };
-    let mut results: Vec<Option<Outcome>> = vec![None; n];
+    let sh = Arc::new(Shared {
+        paths: paths.to_vec(),
+        next: AtomicUsize::new(0),
+        started: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        results: (0..n).map(|_| OnceLock::new()).collect(),
+        done: AtomicUsize::new(0),
+        live_workers: AtomicUsize::new(0),
+        base: Instant::now(),
+        lock: Mutex::new(()),
+        wake: Condvar::new(),
+    });
     for _ in 0..parallel.clamp(1, n) {
-        if !pool.spawn_worker() {
+        if !spawn_worker(&sh) {
             break;
         }
     }
-    let mut in_flight: HashMap<usize, Instant> = HashMap::new();
-    let mut left = n;
-    while left > 0 {
-        let now = Instant::now();
-        let wait = in_flight
-            .values()
-            .map(|s| (*s + timeout).saturating_duration_since(now))
-            .min()
-            .unwrap_or(timeout);
-        match rx.recv_timeout(wait) {
-            Ok(Msg::Started(i, at)) => {
-                in_flight.insert(i, at);
-            }
-            Ok(Msg::Done(i, out)) => {
-                if in_flight.remove(&i).is_some() && results[i].is_none() {
-                    results[i] = Some(out);
-                    left -= 1;
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if in_flight.is_empty() {
-                    // A whole probe period with nothing in flight: no worker is left to take
-                    // the remaining paths (threads could not be started).
-                    break;
-                }
-                let now = Instant::now();
-                let hung: Vec<usize> = in_flight
-                    .iter()
-                    .filter(|(_, s)| now >= **s + timeout)
-                    .map(|(i, _)| *i)
-                    .collect();
-                for i in hung {
-                    in_flight.remove(&i);
-                    results[i] = Some(Outcome::Hung { after: timeout });
-                    left -= 1;
-                    // The stuck thread is abandoned; another takes its place in the pool.
-                    pool.spawn_worker();
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+    let timeout_ns = timeout.as_nanos() as u64;
+    loop {
+        if sh.done.load(Ordering::SeqCst) >= n {
+            break;
         }
+        // Declare the probes whose time is up hung; find the next deadline.
+        let now = sh.base.elapsed().as_nanos() as u64 + 1;
+        let mut earliest: Option<u64> = None;
+        for i in 0..n {
+            let st = sh.started[i].load(Ordering::SeqCst);
+            if st == 0 || sh.results[i].get().is_some() {
+                continue;
+            }
+            let deadline = st + timeout_ns;
+            if now >= deadline {
+                if sh.results[i].set(Outcome::Hung { after: timeout }).is_ok() {
+                    sh.done.fetch_add(1, Ordering::SeqCst);
+                    // The stuck thread is abandoned; another takes its place.
+                    spawn_worker(&sh);
+                }
+            } else {
+                earliest = Some(earliest.map_or(deadline, |e: u64| e.min(deadline)));
+            }
+        }
+        if sh.done.load(Ordering::SeqCst) >= n {
+            break;
+        }
+        if sh.live_workers.load(Ordering::SeqCst) == 0 && sh.next.load(Ordering::SeqCst) >= n {
+            break; // nobody left to answer (threads could not be started)
+        }
+        let wait = match earliest {
+            Some(d) => Duration::from_nanos(d.saturating_sub(now).max(1_000)),
+            None => timeout,
+        };
+        let guard = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Re-check under the lock: a worker finishing now notifies while holding it.
+        if sh.done.load(Ordering::SeqCst) >= n {
+            break;
+        }
+        let _ = sh.wake.wait_timeout(guard, wait);
     }
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or(Outcome::ProbeError("no result".into())))
+    (0..n)
+        .map(|i| {
+            sh.results[i]
+                .get()
+                .cloned()
+                .unwrap_or(Outcome::ProbeError("no result".into()))
+        })
         .collect()
 }
 

@@ -172,6 +172,12 @@ pub trait Check: clap::Parser + Send + Sync + 'static {
 
     fn common(&self) -> &CommonArgs;
 
+    /// True when this run reads its standard input (e.g. `--log-file -`): the worker keeps it
+    /// instead of reading /dev/null.
+    fn reads_stdin(&self) -> bool {
+        false
+    }
+
     /// Gather and evaluate. Every I/O happens here, bounded by `ctx.deadline()`.
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown>;
 }
@@ -482,7 +488,26 @@ fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
 /// Wait a short, bounded while for the worker to go; one stuck in an uninterruptible wait is
 /// left to init (it holds nothing the caller waits on).
 fn reap(pid: i32) {
-    let until = Instant::now() + Duration::from_millis(500);
+    const GRACE_MS: i32 = 500;
+    // SAFETY: pidfd_open on our own child; a pidfd becomes readable when the process exits.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd >= 0 {
+        let mut pfd = libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; then reap and close our own descriptors.
+        unsafe {
+            libc::poll(&mut pfd, 1, GRACE_MS);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+            libc::close(pidfd);
+        }
+        return;
+    }
+    // Kernels before 5.3: poll the child's state.
+    let until = Instant::now() + Duration::from_millis(GRACE_MS as u64);
     loop {
         let mut status = 0;
         // SAFETY: non-blocking reap of our own child.
@@ -491,7 +516,7 @@ fn reap(pid: i32) {
             return;
         }
         // SAFETY: a plain timed wait.
-        unsafe { libc::poll(std::ptr::null_mut(), 0, 2) };
+        unsafe { libc::poll(std::ptr::null_mut(), 0, 1) };
     }
 }
 
@@ -501,7 +526,9 @@ fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
         libc::close(rd);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
-            libc::dup2(null, 0);
+            if !opts.reads_stdin() {
+                libc::dup2(null, 0);
+            }
             libc::dup2(null, 1);
             libc::dup2(null, 2);
             if null > 2 {

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Benchmarks: the cost of a check run, side by side with peers and limits (issue 8).
+
+Every scenario runs its commands interleaved (round 1: A B C, round 2: A B C, ...) so that load
+on the machine hits all of them alike; the table shows medians, the ratio to the scenario's
+reference, and peak RSS from wait4(2) (the child and everything it waited for).
+
+    bench/run [--scale S] [--rounds N] [--only NAME,...]
+
+Inputs are generated deterministically under bench/out/; --scale multiplies their sizes
+(1.0 = the sizes the issue names, except the kubelet log, 1 GiB at --scale 5).
+"""
+import argparse, json, os, platform, random, shutil, statistics, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+BIN = ROOT / "target" / "x86_64-unknown-linux-gnu" / "release"
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def have(tool):
+    return shutil.which(tool) is not None
+
+
+def run_once(cmd, env=None, stdin=None):
+    """Run cmd with posix_spawn (vfork: no copy of this Python process is made, so neither the
+    time nor the child's peak RSS carries the launcher's weight). Returns (wall s, exit code)."""
+    path = shutil.which(cmd[0]) or cmd[0]
+    fa = [(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 0, stdin or "/dev/null", os.O_RDONLY, 0)]
+    start = time.perf_counter()
+    pid = os.posix_spawn(path, cmd, env if env is not None else os.environ, file_actions=fa)
+    _, status = os.waitpid(pid, 0)
+    wall = time.perf_counter() - start
+    return wall, os.waitstatus_to_exitcode(status)
+
+
+def peak_rss_kib(cmd, env=None, stdin=None):
+    """Peak RSS of one run, as GNU time reports it (the child and what it waited for)."""
+    if not os.path.exists("/usr/bin/time"):
+        return 0
+    fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, stdin=fin, env=env, text=True)
+    if stdin:
+        fin.close()
+    try:
+        return int(p.stderr.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return 0
+
+
+class Scenario:
+    def __init__(self, name, title, goal):
+        self.name, self.title, self.goal = name, title, goal
+        self.cmds = []  # (label, argv, kwargs)
+        self.reference = None
+        self.notes = []
+
+    def add(self, label, argv, reference=False, **kw):
+        self.cmds.append((label, argv, kw))
+        if reference:
+            self.reference = label
+
+    def run(self, rounds):
+        times = {l: [] for l, _, _ in self.cmds}
+        rss = {l: 0 for l, _, _ in self.cmds}
+        codes = {}
+        for _ in range(rounds):
+            for label, argv, kw in self.cmds:
+                w, c = run_once(argv, **kw)
+                times[label].append(w)
+                codes[label] = c
+        for label, argv, kw in self.cmds:
+            rss[label] = peak_rss_kib(argv, **kw)
+        ref = statistics.median(times[self.reference]) if self.reference else None
+        rows = []
+        for label, _, _ in self.cmds:
+            med = statistics.median(times[label])
+            ratio = f"{med / ref:.2f}×" if ref else ""
+            rows.append((label, med, ratio, rss[label], codes[label]))
+        return rows
+
+
+def fmt_time(s):
+    return f"{s * 1000:.2f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def check(name, *args):
+    return [str(BIN / name), *args]
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios
+
+
+def idle(args):
+    s = Scenario("idle", "Idle node, every check: one run", "within 1.5× of /bin/true, ≤ 4 MiB peak RSS")
+    s.add("/bin/true", ["/bin/true"], reference=True)
+    empty = OUT / "empty-kubelet"
+    empty.mkdir(parents=True, exist_ok=True)
+    idle_args = {
+        "check_ro_pvc_mounts": ["--kubelet-root", str(empty)],
+        "check_stale_csi_mounts": ["--kubelet-root", str(empty)],
+        "check_iscsi_sessions": [],
+        "check_storage_kernel_errors": ["--kmsg", str(OUT / "empty.kmsg")],
+        "check_kubelet_nested_ops": ["--log-file", str(OUT / "empty.log")],
+        "check_stuck_scheduled": ["--pods-json", str(OUT / "empty-pods.json")],
+        "check_jiva_rep_crashloop": ["--pods-json", str(OUT / "empty-pods.json")],
+        "check_stuck_terminating": ["--pods-json", str(OUT / "empty-pods.json")],
+    }
+    (OUT / "empty.kmsg").write_text("")
+    (OUT / "empty.log").write_text("")
+    (OUT / "empty-pods.json").write_text('{"apiVersion":"v1","kind":"List","items":[]}')
+    for c in sorted(p.name for p in (ROOT / "crates").glob("check_*")):
+        if (BIN / c).exists() and c in idle_args:
+            s.add(c, check(c, *idle_args[c]))
+    if have("perl"):
+        s.add("check_ro_mounts.pl (Perl peer)", ["perl", str(ROOT / "bench/peers/check_ro_mounts.pl")])
+    venv_py = OUT / "venv" / "bin" / "python3"
+    if venv_py.exists():
+        s.add("nagiosplugin (Python peer)", [str(venv_py), str(ROOT / "bench/peers/check_ro_nagiosplugin.py")])
+    else:
+        s.notes.append("Python nagiosplugin peer skipped: bench/run creates bench/out/venv with `pip install nagiosplugin`.")
+    for peer in ["/usr/lib/nagios/plugins/check_readonlyfs", "/usr/lib/nagios/plugins/check_disk"]:
+        if os.path.exists(peer):
+            s.add(f"{os.path.basename(peer)} (C peer)", [peer] + (["-w", "1%", "-c", "1%", "-p", "/"] if "check_disk" in peer else []))
+            break
+    return s
+
+
+def mountinfo_scale(args):
+    import gen_mountinfo
+
+    total = int(50_000 * args.scale)
+    mi = OUT / f"mountinfo-{total}"
+    if not mi.exists():
+        with open(mi, "w") as f:
+            gen_mountinfo.main(total, total // 5, f)
+    s = Scenario("mountinfo", f"check_ro_pvc_mounts on a mountinfo of {total} mounts ({total // 5} PV mounts)", "≤ 3× grep -c")
+    s.add("grep -c kubelet", ["grep", "-c", "kubelet", str(mi)], reference=True)
+    s.add("check_ro_pvc_mounts", check("check_ro_pvc_mounts", "--mountinfo", str(mi), "--kubelet-root", "/var/lib/kubelet", "-t", "60"))
+    return s
+
+
+SCENARIOS = {"idle": idle, "mountinfo": mountinfo_scale}
+
+
+def sizes():
+    rows = []
+    for c in sorted(p.name for p in (ROOT / "crates").glob("check_*")):
+        b = BIN / c
+        if b.exists():
+            api = any(x in (ROOT / "crates" / c / "Cargo.toml").read_text() for x in ["kube.workspace", "kube ="])
+            goal = 4 if api else 1.5
+            mib = b.stat().st_size / 1024 / 1024
+            rows.append((c, mib, goal, "API" if api else "node"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    only = [x for x in args.only.split(",") if x]
+    lines = []
+    lines.append(f"Machine: {platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}, "
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; --scale {args.scale}, --rounds {args.rounds}, "
+                 f"load average at start {os.getloadavg()[0]:.2f}.")
+    lines.append("")
+    for name, make in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        s = make(args)
+        print(f"== {s.title}", file=sys.stderr)
+        rounds = s.__dict__.get("rounds", args.rounds)
+        rows = s.run(rounds)
+        lines.append(f"### {s.title}")
+        lines.append("")
+        lines.append(f"Goal: {s.goal}. Rounds: {rounds}, interleaved.")
+        lines.append("")
+        lines.append("| command | median | vs reference | peak RSS | exit |")
+        lines.append("|---|---|---|---|---|")
+        for label, med, ratio, rss, code in rows:
+            lines.append(f"| {label} | {fmt_time(med)} | {ratio} | {rss / 1024:.1f} MiB | {code} |")
+        for n in s.notes:
+            lines.append("")
+            lines.append(n)
+        lines.append("")
+    lines.append("### Binary sizes (stripped, static)")
+    lines.append("")
+    lines.append("| binary | kind | size | goal |")
+    lines.append("|---|---|---|---|")
+    for c, mib, goal, kind in sizes():
+        lines.append(f"| {c} | {kind} | {mib:.2f} MiB | ≤ {goal} MiB |")
+    table = "\n".join(lines) + "\n"
+    (OUT / "results.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,846 @@
+//! check_kubelet_nested_ops: the kubelet's volume operations failing with exponential backoff.
+//!
+//! gather (journal through journalctl, log files, stdin; resumable with `--state-dir`) →
+//! evaluate (pure: per-volume aggregation, decisions) → report.
+
+pub mod parse;
+
+use clap::Parser;
+use node::logs::{files, journal, scan, state, time};
+use parse::Failure;
+use plugin::{
+    fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
+    Unknown, Uom,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The kubelet's maximum durationBeforeRetry: 2m2s (2m0s in old releases).
+pub const MAX_BACKOFF_MS: u64 = 122_000;
+/// A backoff this long counts as "at the maximum" (covers the old 2m0s cap).
+const AT_MAX_MS: u64 = 120_000;
+/// A gap between two failures of a volume longer than its backoff plus this ends a streak.
+const STREAK_GRACE_MS: i64 = 180_000;
+/// Events kept per source in the state file.
+const STATE_MAX_EVENTS: usize = 5000;
+
+/// Units looked for when no `--journal-unit` is given (those present in the journal are read).
+pub const DEFAULT_UNITS: &[&str] = &[
+    "kubelet.service",
+    "snap.microk8s.daemon-kubelite.service",
+    "k3s.service",
+    "k3s-agent.service",
+];
+
+const LONG_ABOUT: &str = "\
+Reads the kubelet's log (journal or files) for failed volume operations: the
+NestedPendingOperations lines 'Operation for ... failed. No retries permitted until ...
+(durationBeforeRetry ...). Error: ...' (MountDevice, UnmountDevice/GetDeviceMountRefs, SetUp,
+TearDown, Attach...). One stuck operation blocks every pod needing that volume on the node.
+
+WARNING: a volume operation failed within --window.
+CRITICAL: a volume has kept failing for longer than --stuck, or its retry backoff sits at the
+kubelet's maximum (2m2s). -w/-c ranges on the number of failing volumes override both.
+
+Without --state-dir every run reads the window (the journal from the window start, files whole). With
+--state-dir the journal cursor and each file's inode+offset are kept (one file per source,
+written atomically), so a big log is read once, and the failures of the window are kept too.";
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "check_kubelet_nested_ops",
+    version,
+    about = "Alert on kubelet volume operations stuck in exponential backoff",
+    long_about = LONG_ABOUT
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Journal unit of the kubelet (repeatable). Default: those of kubelet.service,
+    /// snap.microk8s.daemon-kubelite.service, k3s.service, k3s-agent.service present in the journal
+    /// (the journal is not read by default when --log-file is given)
+    #[arg(long = "journal-unit", value_name = "UNIT")]
+    pub journal_unit: Vec<String>,
+
+    /// Journal directory, given to journalctl as --directory, for a host journal mounted into a container
+    #[arg(long = "journal-dir", value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+
+    /// The journalctl binary
+    #[arg(long, value_name = "PATH", default_value = "journalctl")]
+    pub journalctl: PathBuf,
+
+    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`
+    #[arg(long = "log-file", value_name = "PATH")]
+    pub log_file: Vec<PathBuf>,
+
+    /// Only failures of the last DURATION count
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    pub window: Duration,
+
+    /// CRITICAL when a volume has kept failing for longer than this
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_dur)]
+    pub stuck: Duration,
+
+    /// Keep the read position (journal cursor, file inode+offset) and recent failures here
+    #[arg(long = "state-dir", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)
+    #[arg(long = "host-root", value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// Warning range on the number of failing volumes (overrides the per-volume rules)
+    #[arg(short = 'w', long, value_name = "RANGE", value_parser = parse_range)]
+    pub warning: Option<Range>,
+
+    /// Critical range on the number of failing volumes (overrides the per-volume rules)
+    #[arg(short = 'c', long, value_name = "RANGE", value_parser = parse_range)]
+    pub critical: Option<Range>,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    plugin::parse_duration(s).map_err(|e| e.to_string())
+}
+fn parse_range(s: &str) -> Result<Range, String> {
+    Range::parse(s).map_err(|e| e.to_string())
+}
+
+/// What one source gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceInfo {
+    pub name: String,
+    pub bytes: u64,
+    pub hits: u64,
+    pub complete: bool,
+    pub notes: Vec<String>,
+}
+
+/// Everything gathered: failures (from this run's reading and the kept state) and the sources.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Data {
+    pub failures: Vec<Failure>,
+    pub sources: Vec<SourceInfo>,
+}
+
+/// Evaluation settings.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub window_ms: i64,
+    pub stuck_ms: i64,
+    pub thresholds: Thresholds,
+}
+
+impl Opts {
+    pub fn rules(&self) -> Rules {
+        Rules {
+            window_ms: self.window.as_millis() as i64,
+            stuck_ms: self.stuck.as_millis() as i64,
+            thresholds: Thresholds::new(self.warning.clone(), self.critical.clone()),
+        }
+    }
+    /// How far back failures matter: the window, or longer when --stuck is longer.
+    fn lookback_ms(&self) -> i64 {
+        self.window.max(self.stuck).as_millis() as i64
+    }
+}
+
+/// One volume's failures, aggregated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeState {
+    pub volume: String,
+    pub pv: Option<String>,
+    pub ops: Vec<String>,
+    pub pods: Vec<String>,
+    pub failures_in_window: usize,
+    pub first_in_window: i64,
+    pub last: i64,
+    pub backoff_ms: u64,
+    /// Start of the current run of failures (gaps no longer than backoff + grace).
+    pub streak_start: i64,
+    /// Still failing now: the last failure is within its backoff + grace.
+    pub active: bool,
+    pub error: String,
+    pub status: Status,
+}
+
+impl VolumeState {
+    pub fn failing_for_ms(&self) -> i64 {
+        self.last - self.streak_start
+    }
+    pub fn label(&self) -> &str {
+        self.pv.as_deref().unwrap_or(&self.volume)
+    }
+}
+
+/// Aggregate failures per volume (pure).
+pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState> {
+    let lookback = rules.window_ms.max(rules.stuck_ms);
+    let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
+    for f in failures {
+        // Ignore what is older than the lookback and what claims to be far in the future.
+        if f.t < now - lookback || f.t > now + 300_000 {
+            continue;
+        }
+        by.entry(f.volume.as_str()).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (vol, mut evs) in by {
+        evs.sort_by_key(|f| f.t);
+        evs.dedup_by(|a, b| a == b);
+        let in_window: Vec<&&Failure> = evs
+            .iter()
+            .filter(|f| f.t >= now - rules.window_ms)
+            .collect();
+        if in_window.is_empty() {
+            continue;
+        }
+        let mut streak_start = evs[0].t;
+        for w in evs.windows(2) {
+            if w[1].t - w[0].t > w[0].backoff_ms as i64 + STREAK_GRACE_MS {
+                streak_start = w[1].t;
+            }
+        }
+        let last = *evs.last().expect("non-empty");
+        let active = now - last.t <= last.backoff_ms as i64 + STREAK_GRACE_MS;
+        let mut ops: Vec<String> = Vec::new();
+        let mut pods: Vec<String> = Vec::new();
+        for f in &in_window {
+            if !ops.contains(&f.op) {
+                ops.push(f.op.clone());
+            }
+            if let Some(p) = &f.pod {
+                if !pods.contains(p) {
+                    pods.push(p.clone());
+                }
+            }
+        }
+        let pv = evs.iter().rev().find_map(|f| f.pv.clone());
+        let mut v = VolumeState {
+            volume: vol.to_string(),
+            pv,
+            ops,
+            pods,
+            failures_in_window: in_window.len(),
+            first_in_window: in_window[0].t,
+            last: last.t,
+            backoff_ms: last.backoff_ms,
+            streak_start,
+            active,
+            error: last.error.clone(),
+            status: Status::Warning,
+        };
+        if active && (v.failing_for_ms() > rules.stuck_ms || v.backoff_ms >= AT_MAX_MS) {
+            v.status = Status::Critical;
+        }
+        out.push(v);
+    }
+    // Worst and longest first.
+    out.sort_by_key(|v| (std::cmp::Reverse(v.status.rank()), -v.failing_for_ms()));
+    out
+}
+
+fn secs(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+/// Decide (pure): `now` in epoch ms.
+pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
+    let vols = volumes(&data.failures, rules, now);
+    let failed_ops: usize = vols.iter().map(|v| v.failures_in_window).sum();
+    let max_backoff = vols.iter().map(|v| v.backoff_ms).max().unwrap_or(0);
+    let longest = vols.iter().map(|v| v.failing_for_ms()).max().unwrap_or(0);
+    let by_rules = vols.iter().fold(Status::Ok, |a, v| a.worst(v.status));
+    let overridden = rules.thresholds.warning.is_some() || rules.thresholds.critical.is_some();
+    let status = if overridden {
+        rules.thresholds.evaluate(vols.len() as f64)
+    } else {
+        by_rules
+    };
+    let window = fmt_duration(secs(rules.window_ms));
+    let incomplete: Vec<&SourceInfo> = data.sources.iter().filter(|s| !s.complete).collect();
+    let summary = if vols.is_empty() {
+        format!("no failed volume operations in the last {window}")
+    } else {
+        let parts: Vec<String> = vols
+            .iter()
+            .take(3)
+            .map(|v| {
+                let mut s = format!("{} {}", v.label(), v.ops.join("/"));
+                if v.active && v.failing_for_ms() > 0 {
+                    s.push_str(&format!(
+                        " failing for {}",
+                        fmt_duration(secs(v.failing_for_ms()))
+                    ));
+                }
+                if v.backoff_ms >= AT_MAX_MS && v.active {
+                    s.push_str(" at max backoff");
+                }
+                s
+            })
+            .collect();
+        let more = if vols.len() > 3 {
+            format!(" and {} more", vols.len() - 3)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} volume{} with failing operations in {window}: {}{more}",
+            vols.len(),
+            if vols.len() == 1 { "" } else { "s" },
+            parts.join("; ")
+        )
+    };
+    let mut report = Report::new(status, summary);
+    if !incomplete.is_empty() {
+        let names: Vec<&str> = incomplete.iter().map(|s| s.name.as_str()).collect();
+        report = report.note(format!(
+            "reading stopped at the deadline in {} (raise -t; with --state-dir the next run continues)",
+            names.join(", ")
+        ));
+        if vols.is_empty() {
+            report.status = Status::Unknown;
+            report.summary = format!(
+                "could not read all of {} before the deadline; no failures in what was read",
+                names.join(", ")
+            );
+        }
+    }
+    for v in &vols {
+        let st = if overridden {
+            v.status.min_rank(status)
+        } else {
+            v.status
+        };
+        let mut text = format!(
+            "{} {}: {} failure{} in {window}, last {}, backoff {}",
+            v.label(),
+            v.ops.join("/"),
+            v.failures_in_window,
+            if v.failures_in_window == 1 { "" } else { "s" },
+            time::fmt_utc(v.last),
+            fmt_duration(secs(v.backoff_ms as i64)),
+        );
+        if v.active {
+            text.push_str(&format!(
+                ", failing for {}",
+                fmt_duration(secs(v.failing_for_ms()))
+            ));
+        } else {
+            text.push_str(", not seen failing since");
+        }
+        if !v.pods.is_empty() {
+            text.push_str(&format!(", pods {}", v.pods.join(" ")));
+        }
+        let mut f =
+            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 300)));
+        if v.pv.is_some() {
+            f = f.detail(format!("volume {}", v.volume));
+        }
+        report = report.finding(f);
+    }
+    for s in &data.sources {
+        report = report.finding(Finding::new(
+            Status::Ok,
+            format!(
+                "read {}: {} bytes, {} candidate line{}{}",
+                s.name,
+                s.bytes,
+                s.hits,
+                if s.hits == 1 { "" } else { "s" },
+                if s.complete {
+                    ""
+                } else {
+                    " (stopped at the deadline)"
+                }
+            ),
+        ));
+        for n in &s.notes {
+            report = report.note(n.clone());
+        }
+    }
+    let t = &rules.thresholds;
+    report
+        .perf(Perfdata::new("failed_operations", failed_ops as f64).min(0.0))
+        .perf(
+            Perfdata::new("failing_volumes", vols.len() as f64)
+                .thresholds(t)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("max_backoff", max_backoff as f64 / 1000.0)
+                .uom(Uom::Seconds)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("longest_failing", longest.max(0) as f64 / 1000.0)
+                .uom(Uom::Seconds)
+                .min(0.0),
+        )
+}
+
+trait MinRank {
+    fn min_rank(self, other: Status) -> Status;
+}
+impl MinRank for Status {
+    fn min_rank(self, other: Status) -> Status {
+        if self.rank() <= other.rank() {
+            self
+        } else {
+            other
+        }
+    }
+}
+
+/// What a source keeps between runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct SourceState {
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub file: Option<files::FilePos>,
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+}
+
+const CHECK_ID: &str = "kubelet_nested_ops";
+
+fn load_state(
+    dir: Option<&Path>,
+    source: &str,
+    notes: &mut Vec<String>,
+) -> Option<(PathBuf, SourceState)> {
+    let dir = dir?;
+    let p = state::path(dir, CHECK_ID, source);
+    match state::load::<SourceState>(&p) {
+        Ok(s) => Some((p, s.unwrap_or_default())),
+        Err(e) => {
+            notes.push(e);
+            Some((p, SourceState::default()))
+        }
+    }
+}
+
+fn keep(mut failures: Vec<Failure>, since: i64) -> Vec<Failure> {
+    failures.retain(|f| f.t >= since);
+    if failures.len() > STATE_MAX_EVENTS {
+        failures.drain(..failures.len() - STATE_MAX_EVENTS);
+    }
+    failures
+}
+
+/// Gather from every source. `read_deadline` is when reading must stop.
+pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Result<Data, Unknown> {
+    let tz = time::SystemTz;
+    let lookback = opts.lookback_ms();
+    let mut data = Data::default();
+    let journal_dir = opts.journal_dir.clone().or_else(|| {
+        // The persistent journal, else the volatile one (Storage=volatile/auto without /var/log/journal).
+        opts.host_root.as_ref().map(|r| {
+            let persistent = r.join("var/log/journal");
+            if persistent.is_dir() {
+                persistent
+            } else {
+                r.join("run/log/journal")
+            }
+        })
+    });
+    // Journal.
+    let units: Vec<String> = if !opts.journal_unit.is_empty() {
+        opts.journal_unit.clone()
+    } else if opts.log_file.is_empty() {
+        ctx.stage("listing the journal's units (journalctl -F _SYSTEMD_UNIT)");
+        let present = journal::field_values(
+            &opts.journalctl,
+            journal_dir.as_deref(),
+            "_SYSTEMD_UNIT",
+            read_deadline,
+        )
+        .map_err(Unknown)?;
+        let found: Vec<String> = DEFAULT_UNITS
+            .iter()
+            .filter(|u| present.iter().any(|p| p == *u))
+            .map(|u| u.to_string())
+            .collect();
+        if found.is_empty() {
+            return Err(Unknown(format!(
+                "no kubelet unit in the journal{} (looked for {}); name it with --journal-unit or read files with --log-file",
+                journal_dir
+                    .as_ref()
+                    .map(|d| format!(" at {}", d.display()))
+                    .unwrap_or_default(),
+                DEFAULT_UNITS.join(", ")
+            )));
+        }
+        found
+    } else {
+        Vec::new()
+    };
+    if !units.is_empty() {
+        let name = format!(
+            "journal{} {}",
+            journal_dir
+                .as_ref()
+                .map(|d| format!(" {}", d.display()))
+                .unwrap_or_default(),
+            units.join(",")
+        );
+        ctx.stage(format!("reading {name} (journalctl)"));
+        let mut notes = Vec::new();
+        let st = load_state(opts.state_dir.as_deref(), &name, &mut notes);
+        let mut failures = st
+            .as_ref()
+            .map(|(_, s)| s.failures.clone())
+            .unwrap_or_default();
+        let cursor = st.as_ref().and_then(|(_, s)| s.cursor.clone());
+        let q = journal::Query {
+            journalctl: &opts.journalctl,
+            directory: journal_dir.as_deref(),
+            units: &units,
+            after_cursor: cursor.as_deref(),
+            since_ms: Some(now - lookback),
+            needles: parse::NEEDLES,
+            deadline: read_deadline,
+        };
+        let r = journal::read(&q, |e| {
+            if let Some(f) = parse::parse_line(e.message.as_bytes(), Some(e.realtime_ms), now, &tz)
+            {
+                failures.push(f);
+            }
+        })
+        .map_err(|e| Unknown(format!("{name}: {e}")))?;
+        notes.extend(r.notes);
+        let failures = keep(failures, now - lookback);
+        if let Some((p, _)) = &st {
+            let s = SourceState {
+                cursor: r.last_cursor.clone(),
+                file: None,
+                failures: failures.clone(),
+            };
+            if let Err(e) = state::save(p, &s) {
+                notes.push(e);
+            }
+        }
+        ctx.debug(format!(
+            "{name}: {} bytes, {} candidates, cursor {:?}",
+            r.stats.bytes_read, r.stats.hits, r.last_cursor
+        ));
+        data.failures.extend(failures);
+        data.sources.push(SourceInfo {
+            name,
+            bytes: r.stats.bytes_read,
+            hits: r.stats.hits,
+            complete: r.stats.complete,
+            notes,
+        });
+    }
+    // Files and stdin.
+    for path in &opts.log_file {
+        let mut failures = Vec::new();
+        let mut notes = Vec::new();
+        let on_hit = |line: &[u8], out: &mut Vec<Failure>| {
+            if let Some(f) = parse::parse_line(line, None, now, &tz) {
+                out.push(f);
+            }
+        };
+        if path.as_os_str() == "-" {
+            ctx.stage("reading stdin");
+            let o = scan::Scan {
+                needles: parse::NEEDLES,
+                deadline: Some(read_deadline),
+                consume_partial_tail: true,
+            };
+            let stdin = std::io::stdin();
+            let mut lock = stdin.lock();
+            let s = scan::scan(&mut lock, &o, |l| on_hit(l, &mut failures), |_| {})
+                .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            data.failures.extend(failures);
+            data.sources.push(SourceInfo {
+                name: "stdin".into(),
+                bytes: s.bytes_read,
+                hits: s.hits,
+                complete: s.complete,
+                notes,
+            });
+            continue;
+        }
+        let name = path.display().to_string();
+        ctx.stage(format!("reading {name}"));
+        let st = load_state(
+            opts.state_dir.as_deref(),
+            &format!("file:{name}"),
+            &mut notes,
+        );
+        let mut kept = st
+            .as_ref()
+            .map(|(_, s)| s.failures.clone())
+            .unwrap_or_default();
+        let prev = st.as_ref().and_then(|(_, s)| s.file);
+        let o = scan::Scan {
+            needles: parse::NEEDLES,
+            deadline: Some(read_deadline),
+            consume_partial_tail: false,
+        };
+        let r =
+            files::read(path, prev.as_ref(), &o, |l| on_hit(l, &mut failures)).map_err(Unknown)?;
+        notes.extend(r.notes.clone());
+        kept.extend(failures);
+        let kept = keep(kept, now - lookback);
+        if let Some((p, _)) = &st {
+            let s = SourceState {
+                cursor: None,
+                file: Some(r.pos),
+                failures: kept.clone(),
+            };
+            if let Err(e) = state::save(p, &s) {
+                notes.push(e);
+            }
+        }
+        ctx.debug(format!(
+            "{name}: read {} bytes from offset {}, {} candidates",
+            r.stats.bytes_read,
+            r.pos.offset - r.stats.bytes_consumed,
+            r.stats.hits
+        ));
+        data.failures.extend(kept);
+        data.sources.push(SourceInfo {
+            name,
+            bytes: r.stats.bytes_read,
+            hits: r.stats.hits,
+            complete: r.stats.complete,
+            notes,
+        });
+    }
+    Ok(data)
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "KUBELET_NESTED_OPS";
+    const BINARY: &'static str = "check_kubelet_nested_ops";
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+
+    fn reads_stdin(&self) -> bool {
+        self.log_file.iter().any(|p| p.as_os_str() == "-")
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        if self.window.is_zero() {
+            return Err(Unknown("--window must be greater than 0".into()));
+        }
+        let now = time::now_ms();
+        // Stop reading early enough to answer before the watchdog does.
+        let rem = ctx.remaining();
+        let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
+        let read_deadline = Instant::now() + rem.saturating_sub(margin);
+        let data = gather(self, ctx, now, read_deadline)?;
+        Ok(evaluate(&data, &self.rules(), now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    fn rules() -> Rules {
+        Rules {
+            window_ms: 15 * MIN,
+            stuck_ms: 10 * MIN,
+            thresholds: Thresholds::default(),
+        }
+    }
+
+    fn fail(t: i64, vol: &str, backoff_ms: u64) -> Failure {
+        Failure {
+            t,
+            volume: format!("kubernetes.io/csi/driver.longhorn.io^{vol}"),
+            pv: Some(vol.to_string()),
+            op: "UnmountDevice (GetDeviceMountRefs)".into(),
+            pod: None,
+            backoff_ms,
+            error: "GetDeviceMountRefs check failed".into(),
+        }
+    }
+
+    fn data(f: Vec<Failure>) -> Data {
+        Data {
+            failures: f,
+            sources: vec![SourceInfo {
+                name: "test".into(),
+                complete: true,
+                ..Default::default()
+            }],
+        }
+    }
+
+    /// The kubelet's real schedule: 0.5s, 1s, 2s… doubling to 2m2s.
+    fn schedule(start: i64, until: i64, vol: &str) -> Vec<Failure> {
+        let mut v = Vec::new();
+        let (mut t, mut b) = (start, 500u64);
+        while t <= until {
+            v.push(fail(t, vol, b));
+            t += b as i64;
+            b = (b * 2).min(MAX_BACKOFF_MS);
+        }
+        v
+    }
+
+    #[test]
+    fn nothing_is_ok_with_zero_perfdata() {
+        let r = evaluate(&data(vec![]), &rules(), 100 * MIN);
+        assert_eq!(r.status, Status::Ok);
+        assert!(r
+            .summary
+            .contains("no failed volume operations in the last 15m"));
+        let labels: Vec<_> = r.perfdata.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "failed_operations",
+                "failing_volumes",
+                "max_backoff",
+                "longest_failing"
+            ]
+        );
+    }
+
+    #[test]
+    fn one_fresh_failure_warns() {
+        let now = 100 * MIN;
+        let r = evaluate(&data(vec![fail(now - MIN, "pvc-a", 500)]), &rules(), now);
+        assert_eq!(r.status, Status::Warning);
+        assert!(r.summary.contains("pvc-a"), "{}", r.summary);
+    }
+
+    #[test]
+    fn failures_outside_window_do_not_count() {
+        let now = 100 * MIN;
+        let r = evaluate(
+            &data(vec![fail(now - 16 * MIN, "pvc-a", 500)]),
+            &rules(),
+            now,
+        );
+        assert_eq!(r.status, Status::Ok);
+    }
+
+    #[test]
+    fn stuck_longer_than_stuck_is_critical() {
+        let now = 100 * MIN;
+        // Failing for 12 minutes with short backoffs only (not at the max).
+        let f: Vec<_> = (0..=24)
+            .map(|i| fail(now - 12 * MIN + i * 30_000, "pvc-b", 16_000))
+            .collect();
+        let r = evaluate(&data(f), &rules(), now);
+        assert_eq!(r.status, Status::Critical);
+        let v = volumes(&data(vec![]).failures, &rules(), now);
+        assert!(v.is_empty());
+        assert!(r.summary.contains("failing for 12m"), "{}", r.summary);
+        // Only 8 minutes: WARNING.
+        let f: Vec<_> = (0..=16)
+            .map(|i| fail(now - 8 * MIN + i * 30_000, "pvc-b", 16_000))
+            .collect();
+        assert_eq!(evaluate(&data(f), &rules(), now).status, Status::Warning);
+    }
+
+    #[test]
+    fn max_backoff_is_critical_and_reported() {
+        let now = 100 * MIN;
+        // The real schedule reaches 2m2s after ~2 minutes; 6 minutes of it.
+        let f = schedule(now - 6 * MIN, now, "pvc-c");
+        let r = evaluate(&data(f), &rules(), now);
+        assert_eq!(r.status, Status::Critical);
+        assert!(r.summary.contains("at max backoff"));
+        let p = r
+            .perfdata
+            .iter()
+            .find(|p| p.label == "max_backoff")
+            .unwrap();
+        assert_eq!(p.value, 122.0);
+        // The old 2m0s cap counts as the maximum too.
+        let r = evaluate(
+            &data(vec![fail(now - MIN, "pvc-d", 120_000)]),
+            &rules(),
+            now,
+        );
+        assert_eq!(r.status, Status::Critical);
+    }
+
+    #[test]
+    fn a_gap_restarts_the_streak_and_recovered_volume_is_not_critical() {
+        let now = 100 * MIN;
+        // Failed 14 minutes ago at max backoff once, then nothing: not active any more.
+        let r = evaluate(
+            &data(vec![fail(now - 14 * MIN, "pvc-e", 122_000)]),
+            &rules(),
+            now,
+        );
+        assert_eq!(r.status, Status::Warning);
+        // Two bursts 10 minutes apart: the streak is the second burst only.
+        let mut f = vec![fail(now - 14 * MIN, "pvc-f", 500)];
+        f.push(fail(now - MIN, "pvc-f", 500));
+        let v = volumes(&f, &rules(), now);
+        assert_eq!(v[0].streak_start, now - MIN);
+        assert_eq!(v[0].status, Status::Warning);
+    }
+
+    #[test]
+    fn ranges_override_and_perfdata() {
+        let now = 100 * MIN;
+        let mut f = schedule(now - 6 * MIN, now, "pvc-c");
+        f.push(fail(now - MIN, "pvc-a", 500));
+        let mut r = rules();
+        r.thresholds = Thresholds::new(
+            Some(Range::parse("5").unwrap()),
+            Some(Range::parse("10").unwrap()),
+        );
+        let rep = evaluate(&data(f.clone()), &r, now);
+        assert_eq!(rep.status, Status::Ok);
+        assert!(rep.findings.iter().all(|x| x.status == Status::Ok));
+        let pv = |l: &str| rep.perfdata.iter().find(|p| p.label == l).unwrap().value;
+        assert_eq!(pv("failing_volumes"), 2.0);
+        assert_eq!(pv("failed_operations"), f.len() as f64);
+        r.thresholds = Thresholds::new(Some(Range::parse("1").unwrap()), None);
+        assert_eq!(evaluate(&data(f), &r, now).status, Status::Warning);
+    }
+
+    #[test]
+    fn incomplete_read_without_failures_is_unknown() {
+        let mut d = data(vec![]);
+        d.sources[0].complete = false;
+        let r = evaluate(&d, &rules(), 100 * MIN);
+        assert_eq!(r.status, Status::Unknown);
+        assert!(r.summary.contains("deadline"));
+    }
+
+    #[test]
+    fn year_boundary_end_to_end_of_parse_and_evaluate() {
+        // now = 2027-01-01 00:05 UTC; klog lines from Dec 31 23:58 (no year in the header, and no
+        // parseable Go time) must land in the window.
+        let now = time::days_from_civil(2027, 1, 1) * 86_400_000 + 5 * MIN;
+        let line = r#"E1231 23:58:00.000000    2166 nestedpendingoperations.go:348] Operation for "{volumeName:kubernetes.io/csi/x^pvc-y podName: nodeName:}" failed. No retries permitted until (unparseable) (durationBeforeRetry 2m2s). Error: UnmountDevice failed for volume "pvc-y""#;
+        let f = parse::parse_line(line.as_bytes(), None, now, &time::FixedTz(0)).unwrap();
+        assert_eq!(f.t, now - 7 * MIN);
+        let line2 = line.replace("E1231 23:58:00", "E0101 00:04:00");
+        let f2 = parse::parse_line(line2.as_bytes(), None, now, &time::FixedTz(0)).unwrap();
+        assert_eq!(f2.t, now - MIN);
+        let mut all = vec![f, f2];
+        for hm in ["E0101 00:00:00", "E0101 00:02:00"] {
+            let l = line.replace("E1231 23:58:00", hm);
+            all.push(parse::parse_line(l.as_bytes(), None, now, &time::FixedTz(0)).unwrap());
+        }
+        let r = evaluate(&data(all), &rules(), now);
+        assert_eq!(r.status, Status::Critical);
+        assert!(
+            r.summary
+                .contains("pvc-y UnmountDevice failing for 6m at max backoff"),
+            "{}",
+            r.summary
+        );
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_kubelet_nested_ops::Opts>()
+}

@@ -1,0 +1,360 @@
+//! The kubelet's failed-volume-operation line, across versions.
+//!
+//! `exponentialbackoff.GenerateNoRetriesPermittedMsg`, logged by `nestedpendingoperations.go`:
+//!
+//! ```text
+//! Operation for %q failed. No retries permitted until %v (durationBeforeRetry %v). Error: %v
+//! ```
+//! (`Error: %q` in releases up to ≈1.19: the error text quoted with escaped quotes).
+//! The operation key is `%q` of:
+//! - old: `"<volumeName>"` or `"<volumeName>" ("<podName>")` → `"\"kubernetes.io/…\" (\"uid\")"`;
+//! - new: `fmt.Sprintf("%+v", operationKey)` → `"{volumeName:kubernetes.io/csi/d^h podName:uid nodeName:}"`.
+//!
+//! Timestamps: the entry's own (journal, JSON `ts` in epoch ms, RFC 3339 prefix), else the klog
+//! header (local time, year inferred), else the syslog prefix, else `until − durationBeforeRetry`.
+
+use node::logs::time::{self, Tz};
+
+/// What makes a line a candidate (searched with memmem before anything else).
+pub const NEEDLES: &[&[u8]] = &[b"No retries permitted until"];
+
+/// One failed volume operation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Failure {
+    /// When it failed (epoch ms).
+    pub t: i64,
+    /// The kubelet's unique volume name (`kubernetes.io/csi/<driver>^<handle>`).
+    pub volume: String,
+    /// The PV (spec) name when the error text gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pv: Option<String>,
+    /// Operation kind: MountDevice, UnmountDevice, SetUp, TearDown, Attach, …
+    pub op: String,
+    /// Pod name (or UID) involved, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// durationBeforeRetry (ms).
+    pub backoff_ms: u64,
+    /// The error text (shortened).
+    pub error: String,
+}
+
+/// Parse a Go `%q` string starting at `s[0] == '"'`: (unquoted, bytes consumed).
+pub fn go_unquote(s: &str) -> Option<(String, usize)> {
+    let b = s.as_bytes();
+    if b.first() != Some(&b'"') {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::new();
+    let mut i = 1;
+    while i < b.len() {
+        match b[i] {
+            b'"' => return Some((String::from_utf8_lossy(&out).into_owned(), i + 1)),
+            b'\\' if i + 1 < b.len() => {
+                let c = b[i + 1];
+                i += 2;
+                match c {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'r' => out.push(b'\r'),
+                    b'x' if i + 2 <= b.len() => {
+                        let v = std::str::from_utf8(&b[i..i + 2])
+                            .ok()
+                            .and_then(|h| u8::from_str_radix(h, 16).ok())?;
+                        out.push(v);
+                        i += 2;
+                    }
+                    b'u' | b'U' => {
+                        let n = if c == b'u' { 4 } else { 8 };
+                        let ch = std::str::from_utf8(b.get(i..i + n)?)
+                            .ok()
+                            .and_then(|h| u32::from_str_radix(h, 16).ok())
+                            .and_then(char::from_u32)?;
+                        let mut tmp = [0u8; 4];
+                        out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                        i += n;
+                    }
+                    other => out.push(other),
+                }
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+/// (volume, pod) of an operation key (already unquoted once).
+fn parse_key(key: &str) -> Option<(String, Option<String>)> {
+    if let Some(inner) = key.strip_prefix('{').and_then(|k| k.strip_suffix('}')) {
+        // volumeName:<v> podName:<p> nodeName:<n>[ operationName:<o>]
+        let v_start = inner.find("volumeName:")? + "volumeName:".len();
+        let p_at = inner.find(" podName:");
+        let volume = inner[v_start..p_at.unwrap_or(inner.len())]
+            .trim()
+            .to_string();
+        let pod = p_at.map(|p| {
+            let rest = &inner[p + " podName:".len()..];
+            rest[..rest.find(" nodeName:").unwrap_or(rest.len())]
+                .trim()
+                .to_string()
+        });
+        return Some((volume, pod.filter(|p| !p.is_empty())));
+    }
+    if key.starts_with('"') {
+        let (volume, n) = go_unquote(key)?;
+        let rest = key[n..].trim_start();
+        let pod = rest
+            .strip_prefix('(')
+            .and_then(go_unquote)
+            .map(|(p, _)| p)
+            .filter(|p| !p.is_empty());
+        return Some((volume, pod));
+    }
+    Some((key.to_string(), None))
+}
+
+/// The operation kind from the error text.
+pub fn op_kind(err: &str) -> String {
+    if err.contains("GetDeviceMountRefs") {
+        return "UnmountDevice (GetDeviceMountRefs)".into();
+    }
+    let known = [
+        ("MountVolume.MountDevice", "MountDevice"),
+        ("MountVolume.WaitForAttach", "WaitForAttach"),
+        ("MountVolume.SetUp", "SetUp"),
+        ("MountVolume.NodeExpandVolume", "NodeExpandVolume"),
+        ("MountVolume.MarkVolumeAsMounted", "MountVolume"),
+        ("UnmountVolume.TearDown", "TearDown"),
+        ("UnmountVolume.MarkVolumeMountAsUncertain", "TearDown"),
+        ("UnmountDevice", "UnmountDevice"),
+        ("MapVolume.", "MapVolume"),
+        ("UnmapVolume.", "UnmapVolume"),
+        ("UnmapDevice", "UnmapDevice"),
+        ("AttachVolume.", "Attach"),
+        ("DetachVolume.", "Detach"),
+        ("VerifyControllerAttachedVolume", "VerifyControllerAttached"),
+        ("Verify", "Verify"),
+        ("NodeExpandVolume", "NodeExpandVolume"),
+    ];
+    let head = &err[..err.len().min(200)];
+    known
+        .iter()
+        .filter_map(|(needle, name)| head.find(needle).map(|p| (p, *name)))
+        .min_by_key(|(p, _)| *p)
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_else(|| "volume operation".into())
+}
+
+/// `for volume "X"` in the error text.
+fn pv_of(err: &str) -> Option<String> {
+    let i = err.find("for volume ")? + "for volume ".len();
+    let (v, _) = go_unquote(&err[i..])?;
+    (!v.is_empty()).then_some(v)
+}
+
+/// `pod "name" (UID: "uid")` in the error text.
+fn pod_of(err: &str) -> Option<String> {
+    let i = err.find(" pod \"")? + " pod ".len();
+    go_unquote(&err[i..])
+        .map(|(p, _)| p)
+        .filter(|p| !p.is_empty())
+}
+
+/// Shorten an error for output: one line, at most `max` characters.
+pub fn shorten(s: &str, max: usize) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.trim();
+    if one.chars().count() <= max {
+        one.to_string()
+    } else {
+        let cut: String = one.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Parse the message text of a failure line (after any log header).
+/// (volume, pod from the key, failure time from `until − backoff`, backoff ms, error text).
+pub type Parsed = (String, Option<String>, Option<i64>, u64, String);
+
+pub fn parse_message(msg: &str) -> Option<Parsed> {
+    let at = msg.find("Operation for ")? + "Operation for ".len();
+    let rest = &msg[at..];
+    let (key, n) = go_unquote(rest)?;
+    let rest = rest[n..].strip_prefix(" failed. No retries permitted until ")?;
+    let d = rest.find(" (durationBeforeRetry ")?;
+    let until = time::parse_go_time(&rest[..d]);
+    let rest = &rest[d + " (durationBeforeRetry ".len()..];
+    let close = rest.find(')')?;
+    let backoff_ms = time::parse_go_duration(&rest[..close])?;
+    let rest = &rest[close + 1..];
+    let err = match rest
+        .strip_prefix(". Error: ")
+        .or_else(|| rest.strip_prefix(". error: "))
+    {
+        Some(e) if e.starts_with('"') => go_unquote(e)
+            .map(|(s, _)| s)
+            .unwrap_or_else(|| e.to_string()),
+        Some(e) => e.trim_end().to_string(),
+        None => String::new(),
+    };
+    let (volume, key_pod) = parse_key(&key)?;
+    let t = until.map(|u| u - backoff_ms as i64);
+    Some((volume, key_pod, t, backoff_ms, err))
+}
+
+#[derive(serde::Deserialize)]
+struct JsonLine {
+    ts: Option<f64>,
+    msg: Option<String>,
+}
+
+/// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
+/// source has one (the journal's `__REALTIME_TIMESTAMP`).
+pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) -> Option<Failure> {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches(['\r', '\n']);
+    let mut msg: std::borrow::Cow<str> = std::borrow::Cow::Borrowed(text);
+    let mut t: Option<i64> = entry_ms;
+    // JSON logging (possibly behind a prefix: CRI, syslog, talosctl's "node: ").
+    if text.contains("\"msg\"") {
+        if let Some(open) = text.find("{\"") {
+            if let Ok(j) = serde_json::from_str::<JsonLine>(text[open..].trim_end()) {
+                if let Some(m) = j.msg {
+                    msg = std::borrow::Cow::Owned(m);
+                    if t.is_none() {
+                        t = j.ts.filter(|v| v.is_finite()).map(|v| v as i64);
+                    }
+                }
+            }
+        }
+    }
+    if t.is_none() {
+        t = time::parse_rfc3339(text.as_bytes()).map(|(ms, _)| ms);
+    }
+    if t.is_none() {
+        if let Some(h) = time::find_klog_header(text.as_bytes()) {
+            t = Some(time::infer_year(&h.time, now_ms, tz));
+        }
+    }
+    if t.is_none() {
+        if let Some(s) = time::syslog_prefix(text.as_bytes()) {
+            t = Some(time::infer_year(&s, now_ms, tz));
+        }
+    }
+    let (volume, key_pod, until_t, backoff_ms, err) = parse_message(&msg)?;
+    let t = t.or(until_t)?;
+    Some(Failure {
+        t,
+        pv: pv_of(&err),
+        op: op_kind(&err),
+        pod: pod_of(&err).or(key_pod),
+        volume,
+        backoff_ms,
+        error: shorten(&err, 400),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use node::logs::time::{days_from_civil, FixedTz};
+
+    fn utc(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
+        (days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64) * 1000
+    }
+
+    const NEW: &str = r#"Feb  7 10:17:21 node-1 kubelet[2166]: E0207 10:17:21.799920    2166 nestedpendingoperations.go:348] Operation for "{volumeName:kubernetes.io/csi/diskplugin.csi.alibabacloud.com^d-abc podName: nodeName:}" failed. No retries permitted until 2025-02-07 10:17:53.799902973 +0800 CST m=+8812235.211760637 (durationBeforeRetry 32s). Error: GetDeviceMountRefs check failed for volume "d-abc" (UniqueName: "kubernetes.io/csi/diskplugin.csi.alibabacloud.com^d-abc") on node "node-1" : the device mount path "/var/lib/kubelet/plugins/kubernetes.io/csi/diskplugin.csi.alibabacloud.com/0716/globalmount" is still mounted by other references [/tmp/test]"#;
+
+    const OLD: &str = r#"E0118 08:15:52.041014    2112 nestedpendingoperations.go:267] Operation for "\"kubernetes.io/azure-file/42c0ea39-pvc-d7e1b5f9\" (\"42c0ea39-1af9-11e9-8941-000d3af95268\")" failed. No retries permitted until 2019-01-18 08:15:53.0410149 +0000 GMT m=+732.446642701 (durationBeforeRetry 1s). Error: "MountVolume.SetUp failed for volume \"pvc-d7e1b5f9\" (UniqueName: \"kubernetes.io/azure-file/42c0ea39-pvc-d7e1b5f9\") pod \"web-0\" (UID: \"42c0ea39\") : New-SmbGlobalMapping failed""#;
+
+    #[test]
+    fn new_key_bare_error_syslog_prefix() {
+        // The klog header is local time (here UTC+8): 10:17:21 local = 02:17:21Z.
+        let now = utc(2025, 2, 7, 3, 0, 0);
+        let f = parse_line(NEW.as_bytes(), None, now, &FixedTz(8 * 3600)).unwrap();
+        assert_eq!(
+            f.volume,
+            "kubernetes.io/csi/diskplugin.csi.alibabacloud.com^d-abc"
+        );
+        assert_eq!(f.pv.as_deref(), Some("d-abc"));
+        assert_eq!(f.op, "UnmountDevice (GetDeviceMountRefs)");
+        assert_eq!(f.pod, None);
+        assert_eq!(f.backoff_ms, 32_000);
+        assert_eq!(f.t, utc(2025, 2, 7, 2, 17, 21) + 799);
+        assert!(f
+            .error
+            .contains("still mounted by other references [/tmp/test]"));
+    }
+
+    #[test]
+    fn old_quoted_key_and_quoted_error() {
+        let now = utc(2019, 1, 18, 8, 20, 0);
+        let f = parse_line(OLD.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.volume, "kubernetes.io/azure-file/42c0ea39-pvc-d7e1b5f9");
+        assert_eq!(f.pv.as_deref(), Some("pvc-d7e1b5f9"));
+        assert_eq!(f.pod.as_deref(), Some("web-0"));
+        assert_eq!(f.op, "SetUp");
+        assert_eq!(f.backoff_ms, 1000);
+        assert!(f
+            .error
+            .starts_with("MountVolume.SetUp failed for volume \"pvc-d7e1b5f9\""));
+        assert_eq!(f.t, utc(2019, 1, 18, 8, 15, 52) + 41);
+    }
+
+    #[test]
+    fn json_logging_ts_is_epoch_millis() {
+        let msg = r#"Operation for \"{volumeName:kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837 podName:0d6a-uid nodeName:}\" failed. No retries permitted until 2026-07-13 20:31:25.5 +1000 AEST m=+1.0 (durationBeforeRetry 2m2s). Error: MountVolume.MountDevice failed for volume \"pvc-746b2837\" (UniqueName: \"kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837\") pod \"seerr-0\" (UID: \"0d6a-uid\") : rpc error: code = DeadlineExceeded desc = context deadline exceeded"#;
+        let line = format!(
+            r#"{{"ts":1783938563500.123,"caller":"nestedpendingoperations/nestedpendingoperations.go:348","msg":"{msg}"}}"#
+        );
+        let f = parse_line(line.as_bytes(), None, 0, &FixedTz(0)).unwrap();
+        assert_eq!(f.t, 1783938563500);
+        assert_eq!(f.op, "MountDevice");
+        assert_eq!(f.pod.as_deref(), Some("seerr-0"));
+        assert_eq!(f.backoff_ms, 122_000);
+        assert_eq!(
+            f.volume,
+            "kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837"
+        );
+    }
+
+    #[test]
+    fn very_old_unquoted_error_and_no_monotonic() {
+        let l = r#"E0428 11:39:17.039857 1241 nestedpendingoperations.go:254] Operation for "\"kubernetes.io/rbd/a45f-foo-pv\" (\"a45f62aa\")" failed. No retries permitted until 2017-04-28 11:41:17.039803969 +0800 CST (durationBeforeRetry 2m0s). Error: MountVolume.SetUp failed for volume "kubernetes.io/rbd/a45f-foo-pv" (spec.Name: "foo-pv") pod "a45f62aa" (UID: "a45f62aa") with: rbd: image foo1 is locked by other nodes"#;
+        let now = utc(2017, 4, 28, 3, 45, 0);
+        let f = parse_line(l.as_bytes(), None, now, &FixedTz(8 * 3600)).unwrap();
+        assert_eq!(f.backoff_ms, 120_000);
+        assert_eq!(f.op, "SetUp");
+        assert_eq!(f.pod.as_deref(), Some("a45f62aa"));
+        assert_eq!(f.t, utc(2017, 4, 28, 3, 39, 17) + 39);
+    }
+
+    #[test]
+    fn entry_time_wins_and_garbage_is_none() {
+        let f = parse_line(OLD.as_bytes(), Some(42), 0, &FixedTz(0)).unwrap();
+        assert_eq!(f.t, 42);
+        assert!(parse_line(b"No retries permitted until tomorrow", None, 0, &FixedTz(0)).is_none());
+        assert!(parse_line(
+            b"Operation for \"x\" failed. No retries permitted until soon (durationBeforeRetry forever). Error: x",
+            None,
+            0,
+            &FixedTz(0)
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn unquote() {
+        assert_eq!(
+            go_unquote(r#""a\"b\\c\x41\u00e9" tail"#),
+            Some(("a\"b\\cAé".to_string(), 19))
+        );
+        assert_eq!(go_unquote(r#""open"#), None);
+    }
+}

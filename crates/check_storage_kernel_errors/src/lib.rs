@@ -1,0 +1,739 @@
+//! check_storage_kernel_errors: storage errors in the kernel log, mapped to the volumes they hit.
+//!
+//! gather (read /dev/kmsg, classify records, resolve devices to mounts and PVs; resumable with
+//! `--state-dir`) → evaluate (pure: aggregation per category and device, status) → report.
+
+pub mod classify;
+
+use clap::Parser;
+use classify::{Category, Device, Patterns};
+use node::logs::{kmsg, state, time};
+use node::Host;
+use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Report, Status, Unknown};
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const LONG_ABOUT: &str = "\
+Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer) for storage
+errors and names the volumes they hit: ext4 errors, journal aborts, read-only remounts, XFS
+shutdowns, block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
+timeouts, hung tasks. Each device is mapped through the mount table to its mount points and,
+under a kubelet root, to its PersistentVolume.
+
+CRITICAL: read-only remount, journal abort, XFS shutdown, SCSI device offline, iSCSI session
+recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
+hung task, --warning-pattern. Only records of the last --window count (their monotonic time
+mapped to the wall clock); with --state-dir only records newer than the last run's sequence
+number are read (a reboot, seen by a new boot id, starts afresh) and the window's findings are
+kept between runs. Only the kernel's own records count (not userspace writes to /dev/kmsg).";
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "check_storage_kernel_errors",
+    version,
+    about = "Alert on storage errors in the kernel log, mapped to the volumes they hit",
+    long_about = LONG_ABOUT
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// The kernel log: the kmsg device, or a regular file holding kmsg records
+    #[arg(long, value_name = "PATH")]
+    pub kmsg: Option<PathBuf>,
+
+    /// Host root in container mode (defaults become <DIR>/dev/kmsg, <DIR>/proc/1/mountinfo, <DIR>/sys)
+    #[arg(long = "host-root", value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// Mount table used to map devices to mount points [default: /proc/self/mountinfo]
+    #[arg(long, value_name = "PATH")]
+    pub mountinfo: Option<PathBuf>,
+
+    /// sysfs, to map devices (partitions, device-mapper holders, SCSI addresses, iSCSI sessions) [default: /sys]
+    #[arg(long, value_name = "DIR")]
+    pub sys: Option<PathBuf>,
+
+    /// Kubelet root(s) under which mount points name their PV (repeatable) [default: the usual roots that exist]
+    #[arg(long = "kubelet-root", value_name = "DIR")]
+    pub kubelet_root: Vec<PathBuf>,
+
+    /// Only records of the last DURATION count (0: every record in the buffer)
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    pub window: Duration,
+
+    /// Keep the last sequence number, the boot id and the window's findings here
+    #[arg(long = "state-dir", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Extra regex for CRITICAL records (repeatable; used for records no built-in rule knows)
+    #[arg(long = "critical-pattern", value_name = "REGEX", value_parser = parse_re)]
+    pub critical_pattern: Vec<Regex>,
+
+    /// Extra regex for WARNING records (repeatable; used for records no built-in rule knows)
+    #[arg(long = "warning-pattern", value_name = "REGEX", value_parser = parse_re)]
+    pub warning_pattern: Vec<Regex>,
+
+    /// Ignore records matching this regex (repeatable; checked before every other rule)
+    #[arg(long = "exclude-pattern", value_name = "REGEX", value_parser = parse_re)]
+    pub exclude_pattern: Vec<Regex>,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    plugin::parse_duration(s).map_err(|e| e.to_string())
+}
+fn parse_re(s: &str) -> Result<Regex, String> {
+    Regex::new(s).map_err(|e| format!("invalid regex: {e}"))
+}
+
+/// One classified record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    /// Wall time (epoch ms) mapped from the monotonic timestamp.
+    pub t: i64,
+    pub category: String,
+    #[serde(default)]
+    pub device: Option<Device>,
+    pub text: String,
+}
+
+/// What a device holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holding {
+    /// Block devices behind it (for SCSI addresses and iSCSI sessions: their disks).
+    pub disks: Vec<String>,
+    /// (mount point, PV name if the mount is a kubelet volume).
+    pub mounts: Vec<(PathBuf, Option<String>)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Data {
+    pub events: Vec<Event>,
+    pub holdings: BTreeMap<Device, Holding>,
+    pub records: u64,
+    pub overwritten: u64,
+    pub complete: bool,
+    pub notes: Vec<String>,
+}
+
+/// Aggregate and decide (pure). `now`: epoch ms; `window_ms` 0 = everything.
+pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
+    type Key = (Category, Option<Device>);
+    let mut groups: BTreeMap<Key, Vec<&Event>> = BTreeMap::new();
+    let mut counts: BTreeMap<Category, u64> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for e in &data.events {
+        if window_ms > 0 && e.t < now - window_ms {
+            continue;
+        }
+        if !seen.insert((e.seq, e.text.as_str())) {
+            continue;
+        }
+        let Some(cat) = Category::from_label(&e.category) else {
+            continue;
+        };
+        *counts.entry(cat).or_default() += 1;
+        groups.entry((cat, e.device.clone())).or_default().push(e);
+    }
+    let describe = |d: &Option<Device>| -> String {
+        let Some(d) = d else {
+            return "unknown device".into();
+        };
+        let Some(h) = data.holdings.get(d) else {
+            return d.to_string();
+        };
+        let mut s = d.to_string();
+        if !h.disks.is_empty() && !matches!(d, Device::Block(_)) {
+            s.push_str(&format!(" ({})", h.disks.join(",")));
+        }
+        let pvs: Vec<&str> = h
+            .mounts
+            .iter()
+            .filter_map(|(_, pv)| pv.as_deref())
+            .collect();
+        let mut pvs_u: Vec<&str> = Vec::new();
+        for p in pvs {
+            if !pvs_u.contains(&p) {
+                pvs_u.push(p);
+            }
+        }
+        if !pvs_u.is_empty() {
+            s.push_str(&format!(" → {}", pvs_u.join(",")));
+        } else if let Some((mp, _)) = h.mounts.first() {
+            s.push_str(&format!(" → {}", mp.display()));
+        }
+        s
+    };
+    let mut findings = Vec::new();
+    let mut status = Status::Ok;
+    let mut ordered: Vec<(&Key, &Vec<&Event>)> = groups.iter().collect();
+    ordered.sort_by_key(|((c, _), evs)| {
+        (
+            std::cmp::Reverse(c.status().rank()),
+            std::cmp::Reverse(evs.iter().map(|e| e.t).max().unwrap_or(0)),
+        )
+    });
+    let mut parts = Vec::new();
+    for ((cat, dev), evs) in &ordered {
+        status = status.worst(cat.status());
+        let last = evs.iter().max_by_key(|e| (e.t, e.seq)).expect("non-empty");
+        let what = describe(dev);
+        parts.push(format!("{} on {}", cat.human(), what));
+        let mut f = Finding::new(
+            cat.status(),
+            format!(
+                "{} on {}: {} record{}, last {}",
+                cat.human(),
+                what,
+                evs.len(),
+                if evs.len() == 1 { "" } else { "s" },
+                time::fmt_utc(last.t)
+            ),
+        )
+        .detail(format!("kernel: {}", last.text));
+        if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
+            for (mp, pv) in h.mounts.iter().take(5) {
+                f = f.detail(match pv {
+                    Some(pv) => format!("mounted at {} ({pv})", mp.display()),
+                    None => format!("mounted at {}", mp.display()),
+                });
+            }
+        }
+        findings.push(f);
+    }
+    let window = if window_ms > 0 {
+        format!(
+            "in the last {}",
+            plugin::fmt_duration(Duration::from_millis(window_ms as u64))
+        )
+    } else {
+        "in the kernel log".to_string()
+    };
+    let summary = if parts.is_empty() {
+        format!("no storage errors {window} ({} records read)", data.records)
+    } else {
+        let more = if parts.len() > 3 {
+            format!("; and {} more", parts.len() - 3)
+        } else {
+            String::new()
+        };
+        parts.truncate(3);
+        format!("{}{more}", parts.join("; "))
+    };
+    let mut report = Report::new(status, summary);
+    if !data.complete {
+        report = report
+            .note("reading the kernel log stopped at the deadline; later records were not seen");
+        if status == Status::Ok {
+            report.status = Status::Unknown;
+            report.summary = format!(
+                "could not read the whole kernel log before the deadline ({} records read, no storage errors in them)",
+                data.records
+            );
+        }
+    }
+    if data.overwritten > 0 {
+        report = report.note(format!(
+            "{} time(s) records were overwritten in the ring buffer while reading",
+            data.overwritten
+        ));
+    }
+    for f in findings {
+        report = report.finding(f);
+    }
+    for n in &data.notes {
+        report = report.note(n.clone());
+    }
+    for c in Category::ALL {
+        report =
+            report.perf(Perfdata::new(c.label(), *counts.get(&c).unwrap_or(&0) as f64).min(0.0));
+    }
+    report.perf(Perfdata::new("records", data.records as f64).min(0.0))
+}
+
+/// What the check keeps between runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct KmsgState {
+    pub boot_id: Option<String>,
+    pub last_seq: Option<u64>,
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Block device name → maj:min, its partitions and device-mapper holders (two levels).
+fn block_family(sys: &Path, name: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![(name.to_string(), 0)];
+    while let Some((n, depth)) = todo.pop() {
+        if out.iter().any(|(x, _): &(String, String)| *x == n) {
+            continue;
+        }
+        let base = sys.join("class/block").join(&n);
+        if let Some(dev) = read_trim(&base.join("dev")) {
+            out.push((n.clone(), dev));
+        }
+        if depth >= 2 {
+            continue;
+        }
+        if let Ok(rd) = std::fs::read_dir(&base) {
+            for e in rd.flatten() {
+                let c = e.file_name().to_string_lossy().into_owned();
+                if c.starts_with(&n) && e.path().join("partition").exists() {
+                    todo.push((c, depth + 1));
+                }
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(base.join("holders")) {
+            for e in rd.flatten() {
+                todo.push((e.file_name().to_string_lossy().into_owned(), depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// SCSI address → its block disks (`/sys/class/scsi_device/H:C:T:L/device/block/*`).
+fn scsi_disks(sys: &Path, addr: &str) -> Vec<String> {
+    let p = sys
+        .join("class/scsi_device")
+        .join(addr)
+        .join("device/block");
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// iSCSI session → its disks (`…/sessionN/device/target*/H:C:T:L/block/*`).
+fn session_disks(sys: &Path, n: u32) -> Vec<String> {
+    let dev = sys.join(format!("class/iscsi_session/session{n}/device"));
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(&dev).into_iter().flatten().flatten() {
+        if !t.file_name().to_string_lossy().starts_with("target") {
+            continue;
+        }
+        for lun in std::fs::read_dir(t.path()).into_iter().flatten().flatten() {
+            for b in std::fs::read_dir(lun.path().join("block"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push(b.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Map a device to its disks, mount points and PVs.
+pub fn resolve(
+    dev: &Device,
+    sys: &Path,
+    mounts: &[node::Mount],
+    roots: &[PathBuf],
+    host: &Host,
+) -> Holding {
+    let disks = match dev {
+        Device::Block(b) => vec![b.clone()],
+        Device::Scsi(a) => scsi_disks(sys, a),
+        Device::IscsiSession(n) => session_disks(sys, *n),
+    };
+    let mut family: Vec<(String, String)> = Vec::new();
+    for d in &disks {
+        family.extend(block_family(sys, d));
+    }
+    let names: Vec<&str> = family
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .chain(disks.iter().map(String::as_str))
+        .collect();
+    let mut hold = Holding {
+        disks: disks.clone(),
+        mounts: Vec::new(),
+    };
+    for m in mounts {
+        let by_dev = family.iter().any(|(_, mm)| *mm == m.dev());
+        let src = m.source.trim_start_matches("/dev/");
+        let by_name = names.contains(&src);
+        if !(by_dev || by_name) {
+            continue;
+        }
+        let pv = node::kubelet::classify(&m.mount_point, roots).and_then(|k| {
+            k.volume_name().map(str::to_string).or_else(|| {
+                node::kubelet::read_vol_data(host, &m.mount_point)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| v.spec_vol_id.or(v.volume_handle))
+            })
+        });
+        if !hold.mounts.iter().any(|(p, _)| *p == m.mount_point) {
+            hold.mounts.push((m.mount_point.clone(), pv));
+        }
+    }
+    // Volumes first, then the shortest paths.
+    hold.mounts
+        .sort_by_key(|(p, pv)| (pv.is_none(), p.as_os_str().len()));
+    hold
+}
+
+const CHECK_ID: &str = "storage_kernel_errors";
+
+impl Opts {
+    fn patterns(&self) -> Patterns {
+        Patterns {
+            critical: self.critical_pattern.clone(),
+            warning: self.warning_pattern.clone(),
+            exclude: self.exclude_pattern.clone(),
+        }
+    }
+}
+
+/// Read, classify, resolve.
+pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
+    let host = Host::from_option(opts.host_root.as_deref());
+    let kmsg_path = opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"));
+    let patterns = opts.patterns();
+    let window_ms = opts.window.as_millis() as i64;
+    let (mono_now, real_now) = kmsg::clocks();
+    let now = real_now;
+    let mut data = Data {
+        complete: true,
+        ..Default::default()
+    };
+    // State.
+    let boot_id = read_trim(&host.file("/proc/sys/kernel/random/boot_id"));
+    let state_path = opts
+        .state_dir
+        .as_ref()
+        .map(|d| state::path(d, CHECK_ID, &kmsg_path.display().to_string()));
+    let mut st = KmsgState::default();
+    if let Some(p) = &state_path {
+        match state::load::<KmsgState>(p) {
+            Ok(Some(s)) => {
+                if s.boot_id.is_some() && s.boot_id == boot_id {
+                    st = s;
+                } else {
+                    data.notes.push("the node rebooted since the last run (new boot id): the kernel log is read afresh".into());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => data.notes.push(e),
+        }
+    }
+    let after = st.last_seq;
+    let mut last_seq = st.last_seq;
+    let mut events = std::mem::take(&mut st.events);
+    ctx.stage(format!("reading {}", kmsg_path.display()));
+    let mut first_seq: Option<u64> = None;
+    let res = kmsg::read(&kmsg_path, deadline, |r| {
+        data.records += 1;
+        first_seq.get_or_insert(r.seq);
+        last_seq = Some(last_seq.map_or(r.seq, |s| s.max(r.seq)));
+        if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+            return;
+        }
+        let t = kmsg::wall_ms(r.usec, mono_now, real_now);
+        if window_ms > 0 && t < now - window_ms {
+            return;
+        }
+        if let Some((cat, dev)) = patterns.classify(&r.text) {
+            events.push(Event {
+                seq: r.seq,
+                t,
+                category: cat.label().to_string(),
+                device: dev,
+                text: r.text.clone(),
+            });
+        }
+    });
+    let stats = match res {
+        Ok(s) => s,
+        Err(kmsg::KmsgError::Permission(e)) => {
+            let restrict = read_trim(&host.file("/proc/sys/kernel/dmesg_restrict"))
+                .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
+                .unwrap_or_default();
+            return Err(Unknown(format!(
+                "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
+                kmsg_path.display(),
+                node::errtext(&e)
+            )));
+        }
+        Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
+    };
+    if let (Some(a), Some(f)) = (after, first_seq) {
+        if f > a + 1 {
+            data.notes.push(format!(
+                "{} records were overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
+                f - a - 1,
+                a + 1,
+                f - 1
+            ));
+        }
+    }
+    data.overwritten = stats.overwritten;
+    data.complete = stats.complete;
+    if window_ms > 0 {
+        events.retain(|e| e.t >= now - window_ms);
+    }
+    if events.len() > 5000 {
+        events.drain(..events.len() - 5000);
+    }
+    // Save before resolving (resolution reads sysfs and the mount table only).
+    if let Some(p) = &state_path {
+        let s = KmsgState {
+            boot_id: boot_id.clone(),
+            last_seq,
+            events: events.clone(),
+        };
+        if let Err(e) = state::save(p, &s) {
+            data.notes.push(e);
+        }
+    }
+    // Devices → mounts → PVs.
+    let devices: BTreeSet<Device> = events.iter().filter_map(|e| e.device.clone()).collect();
+    if !devices.is_empty() {
+        ctx.stage("mapping devices to mounts");
+        let mi_path = opts.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+        let sys = opts.sys.clone().unwrap_or_else(|| host.sys());
+        match node::mountinfo::read(&mi_path) {
+            Ok(mounts) => {
+                let roots = node::kubelet::roots(&opts.kubelet_root, &host);
+                let roots = if roots.is_empty() {
+                    opts.kubelet_root.clone()
+                } else {
+                    roots
+                };
+                for d in devices {
+                    let h = resolve(&d, &sys, &mounts, &roots, &host);
+                    ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
+                    data.holdings.insert(d, h);
+                }
+            }
+            Err(e) => data
+                .notes
+                .push(format!("devices not mapped to mounts: {e}")),
+        }
+    }
+    ctx.debug(format!(
+        "{}: {} records, last seq {:?}, {} storage events kept",
+        kmsg_path.display(),
+        stats.records,
+        last_seq,
+        events.len()
+    ));
+    data.events = events;
+    Ok(data)
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "STORAGE_KERNEL_ERRORS";
+    const BINARY: &'static str = "check_storage_kernel_errors";
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        let rem = ctx.remaining();
+        let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
+        let deadline = Instant::now() + rem.saturating_sub(margin);
+        let data = gather(self, ctx, deadline)?;
+        Ok(evaluate(
+            &data,
+            self.window.as_millis() as i64,
+            time::now_ms(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    fn ev(seq: u64, t: i64, text: &str) -> Event {
+        let (c, d) = classify::classify(text).unwrap();
+        Event {
+            seq,
+            t,
+            category: c.label().into(),
+            device: d,
+            text: text.into(),
+        }
+    }
+
+    fn data(events: Vec<Event>) -> Data {
+        Data {
+            events,
+            records: 100,
+            complete: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn quiet_log_is_ok_with_every_counter() {
+        let r = evaluate(&data(vec![]), 15 * MIN, 100 * MIN);
+        assert_eq!(r.status, Status::Ok);
+        assert!(r
+            .summary
+            .contains("no storage errors in the last 15m (100 records read)"));
+        assert_eq!(r.perfdata.len(), Category::ALL.len() + 1);
+        assert_eq!(r.perfdata.last().unwrap().label, "records");
+    }
+
+    #[test]
+    fn incident_sequence_is_critical_and_mapped_to_the_pv() {
+        let now = 100 * MIN;
+        let mut d = data(vec![
+            ev(
+                1,
+                now - 5 * MIN,
+                " connection3:0: detected conn error (1020)",
+            ),
+            ev(
+                2,
+                now - 3 * MIN,
+                " session3: session recovery timed out after 120 secs",
+            ),
+            ev(
+                3,
+                now - 3 * MIN,
+                "sd 3:0:0:0: rejecting I/O to offline device",
+            ),
+            ev(4, now - 3 * MIN, "Aborting journal on device sde-8."),
+            ev(
+                5,
+                now - 3 * MIN,
+                "EXT4-fs (sde): Remounting filesystem read-only",
+            ),
+        ]);
+        let h = Holding {
+            disks: vec!["sde".into()],
+            mounts: vec![(
+                PathBuf::from(
+                    "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-746b2837/mount",
+                ),
+                Some("pvc-746b2837".into()),
+            )],
+        };
+        d.holdings.insert(Device::Block("sde".into()), h.clone());
+        d.holdings.insert(Device::IscsiSession(3), h);
+        let r = evaluate(&d, 15 * MIN, now);
+        assert_eq!(r.status, Status::Critical);
+        assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
+        let p = |l: &str| r.perfdata.iter().find(|p| p.label == l).unwrap().value;
+        assert_eq!(p("iscsi_conn_error"), 1.0);
+        assert_eq!(p("remount_ro"), 1.0);
+        assert_eq!(p("scsi_offline"), 1.0);
+        assert_eq!(p("io_error"), 0.0);
+        assert!(r.findings.iter().any(|f| f
+            .details
+            .iter()
+            .any(|d| d.contains("mounted at /var/lib/kubelet/pods/u"))));
+    }
+
+    #[test]
+    fn io_and_connection_errors_warn() {
+        let now = 100 * MIN;
+        let r = evaluate(
+            &data(vec![ev(
+                1,
+                now - MIN,
+                "I/O error, dev sdc, sector 8 op 0x1:(WRITE) flags 0x0",
+            )]),
+            15 * MIN,
+            now,
+        );
+        assert_eq!(r.status, Status::Warning);
+        assert!(r.summary.contains("I/O error on sdc"));
+    }
+
+    #[test]
+    fn window_and_duplicates() {
+        let now = 100 * MIN;
+        let old = ev(
+            1,
+            now - 20 * MIN,
+            "EXT4-fs (sdc): Remounting filesystem read-only",
+        );
+        assert_eq!(
+            evaluate(&data(vec![old.clone()]), 15 * MIN, now).status,
+            Status::Ok
+        );
+        // Window 0 = everything.
+        assert_eq!(
+            evaluate(&data(vec![old.clone()]), 0, now).status,
+            Status::Critical
+        );
+        // The same record twice (state + re-read) counts once.
+        let e = ev(2, now - MIN, "I/O error, dev sdc, sector 8");
+        let r = evaluate(&data(vec![e.clone(), e]), 15 * MIN, now);
+        assert_eq!(
+            r.perfdata
+                .iter()
+                .find(|p| p.label == "io_error")
+                .unwrap()
+                .value,
+            1.0
+        );
+    }
+
+    #[test]
+    fn incomplete_quiet_read_is_unknown() {
+        let mut d = data(vec![]);
+        d.complete = false;
+        assert_eq!(evaluate(&d, 15 * MIN, 100 * MIN).status, Status::Unknown);
+    }
+
+    #[test]
+    fn resolve_partitions_and_names() {
+        let dir = std::env::temp_dir().join(format!("kerr-sys-{}", std::process::id()));
+        let sys = dir.join("sys");
+        std::fs::create_dir_all(sys.join("class/block/sdc/sdc1")).unwrap();
+        std::fs::write(sys.join("class/block/sdc/dev"), "8:32\n").unwrap();
+        std::fs::write(sys.join("class/block/sdc/sdc1/partition"), "1\n").unwrap();
+        std::fs::create_dir_all(sys.join("class/block/sdc1")).unwrap();
+        std::fs::write(sys.join("class/block/sdc1/dev"), "8:33\n").unwrap();
+        let mi = "30 1 8:33 / /var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-x/globalmount rw - ext4 /dev/sdc1 rw\n\
+                  31 1 8:33 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-x/mount rw - ext4 /dev/sdc1 rw\n\
+                  32 1 8:0 / / rw - ext4 /dev/sda1 rw\n";
+        let mounts = node::mountinfo::parse(mi, "test").unwrap();
+        let roots = vec![PathBuf::from("/var/lib/kubelet")];
+        let h = resolve(
+            &Device::Block("sdc".into()),
+            &sys,
+            &mounts,
+            &roots,
+            &Host::local(),
+        );
+        assert_eq!(h.mounts.len(), 2);
+        assert!(h
+            .mounts
+            .iter()
+            .all(|(_, pv)| pv.as_deref() == Some("pvc-x")));
+        let h = resolve(
+            &Device::Block("sdz".into()),
+            &sys,
+            &mounts,
+            &roots,
+            &Host::local(),
+        );
+        assert!(h.mounts.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_storage_kernel_errors::Opts>()
+}

@@ -1,0 +1,250 @@
+//! Grep-speed line scanning.
+//!
+//! The reader fills one 1 MiB buffer; each chunk up to its last newline is searched with a
+//! `memmem` finder for the needle, and only the lines around a hit are handed to the caller.
+//! Nothing is allocated per line; memory stays constant whatever the input size. Lines longer
+//! than the buffer are cut (the part in the buffer is still searched) and the rest is skipped.
+
+use memchr::memmem::Finder;
+use std::io::{self, Read};
+use std::time::Instant;
+
+pub const BUF_SIZE: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ScanStats {
+    /// Bytes read from the reader.
+    pub bytes_read: u64,
+    /// Bytes consumed: up to and including the last complete line handed over (what a saved
+    /// offset may advance by). Equals `bytes_read` when the tail was consumed too.
+    pub bytes_consumed: u64,
+    /// Lines that held the needle.
+    pub hits: u64,
+    /// False when the deadline stopped the scan before the end of the input.
+    pub complete: bool,
+}
+
+/// Options of one scan.
+pub struct Scan<'a> {
+    pub needles: &'a [&'a [u8]],
+    pub deadline: Option<Instant>,
+    /// Hand over a last line without its newline at end of input (stdin, a finished child);
+    /// not for files still being written, whose partial last line is read next time.
+    pub consume_partial_tail: bool,
+}
+
+/// Scan `r`, calling `on_hit(line)` for every line (without its newline) that contains one of the
+/// needles, in input order, and `on_last(line)` with the last complete line of every chunk (the
+/// journal reader takes the cursor from it). Returns the counters; I/O errors are returned as is.
+pub fn scan<R: Read>(
+    r: &mut R,
+    opts: &Scan,
+    mut on_hit: impl FnMut(&[u8]),
+    mut on_last: impl FnMut(&[u8]),
+) -> io::Result<ScanStats> {
+    let finders: Vec<Finder> = opts.needles.iter().map(Finder::new).collect();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut filled = 0usize;
+    let mut stats = ScanStats {
+        complete: true,
+        ..Default::default()
+    };
+    // Bytes of a too-long line still to skip up to its newline.
+    let mut skipping = false;
+    loop {
+        if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+            stats.complete = false;
+            return Ok(stats);
+        }
+        let n = match r.read(&mut buf[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                stats.complete = false;
+                return Ok(stats);
+            }
+            Err(e) => return Err(e),
+        };
+        stats.bytes_read += n as u64;
+        let eof = n == 0;
+        let end = filled + n;
+        let mut start = 0usize;
+        if skipping {
+            match memchr::memchr(b'\n', &buf[..end]) {
+                Some(i) => {
+                    start = i + 1;
+                    skipping = false;
+                    stats.bytes_consumed += start as u64;
+                }
+                None => {
+                    stats.bytes_consumed += end as u64;
+                    filled = 0;
+                    if eof {
+                        return Ok(stats);
+                    }
+                    continue;
+                }
+            }
+        }
+        let region_end = match memchr::memrchr(b'\n', &buf[start..end]) {
+            Some(i) => start + i + 1,
+            None => start,
+        };
+        if region_end > start {
+            let region = &buf[start..region_end];
+            scan_region(region, &finders, &mut stats, &mut on_hit);
+            // The last complete line of the region.
+            let body = &region[..region.len() - 1];
+            let ls = memchr::memrchr(b'\n', body).map(|i| i + 1).unwrap_or(0);
+            on_last(&body[ls..]);
+            stats.bytes_consumed += (region_end - start) as u64;
+        }
+        let rest = end - region_end;
+        if eof {
+            if rest > 0 && opts.consume_partial_tail {
+                let tail = &buf[region_end..end];
+                if finders.iter().any(|f| f.find(tail).is_some()) {
+                    stats.hits += 1;
+                    on_hit(tail);
+                }
+                on_last(tail);
+                stats.bytes_consumed += rest as u64;
+            }
+            return Ok(stats);
+        }
+        if rest == buf.len() {
+            // One line fills the whole buffer: search what we have, skip the rest of the line.
+            let part = &buf[..];
+            if finders.iter().any(|f| f.find(part).is_some()) {
+                stats.hits += 1;
+                on_hit(part);
+            }
+            stats.bytes_consumed += rest as u64;
+            skipping = true;
+            filled = 0;
+            continue;
+        }
+        buf.copy_within(region_end..end, 0);
+        filled = rest;
+    }
+}
+
+fn scan_region(
+    region: &[u8],
+    finders: &[Finder],
+    stats: &mut ScanStats,
+    on_hit: &mut impl FnMut(&[u8]),
+) {
+    if finders.len() == 1 {
+        let f = &finders[0];
+        let mut from = 0usize;
+        while let Some(i) = f.find(&region[from..]) {
+            let pos = from + i;
+            let ls = memchr::memrchr(b'\n', &region[..pos])
+                .map(|j| j + 1)
+                .unwrap_or(0);
+            let le = memchr::memchr(b'\n', &region[pos..])
+                .map(|j| pos + j)
+                .unwrap_or(region.len());
+            stats.hits += 1;
+            on_hit(&region[ls..le]);
+            from = le + 1;
+            if from >= region.len() {
+                break;
+            }
+        }
+        return;
+    }
+    // Several needles: find the earliest hit of any, hand its line over, go on after it.
+    let mut from = 0usize;
+    loop {
+        let pos = finders
+            .iter()
+            .filter_map(|f| f.find(&region[from..]))
+            .min()
+            .map(|i| from + i);
+        let Some(pos) = pos else { break };
+        let ls = memchr::memrchr(b'\n', &region[..pos])
+            .map(|j| j + 1)
+            .unwrap_or(0);
+        let le = memchr::memchr(b'\n', &region[pos..])
+            .map(|j| pos + j)
+            .unwrap_or(region.len());
+        stats.hits += 1;
+        on_hit(&region[ls..le]);
+        from = le + 1;
+        if from >= region.len() {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(input: &[u8], needles: &[&[u8]], tail: bool) -> (Vec<String>, ScanStats) {
+        let mut hits = Vec::new();
+        let opts = Scan {
+            needles,
+            deadline: None,
+            consume_partial_tail: tail,
+        };
+        let st = scan(
+            &mut &input[..],
+            &opts,
+            |l| hits.push(String::from_utf8_lossy(l).into_owned()),
+            |_| {},
+        )
+        .unwrap();
+        (hits, st)
+    }
+
+    #[test]
+    fn finds_lines_with_needle_only() {
+        let input = b"a x\nb needle 1\nc\nneedle 2 needle again\nz";
+        let (hits, st) = run(input, &[b"needle"], false);
+        assert_eq!(hits, ["b needle 1", "needle 2 needle again"]);
+        assert_eq!(st.hits, 2);
+        // The partial last line is not consumed.
+        assert_eq!(st.bytes_consumed as usize, input.len() - 1);
+        let (hits, st) = run(b"x\nlast needle", &[b"needle"], true);
+        assert_eq!(hits, ["last needle"]);
+        assert_eq!(st.bytes_consumed, 13);
+    }
+
+    #[test]
+    fn several_needles_in_order() {
+        let (hits, _) = run(b"one A\ntwo B\nthree\nfour A B\n", &[b"B", b"A"], false);
+        assert_eq!(hits, ["one A", "two B", "four A B"]);
+    }
+
+    #[test]
+    fn lines_across_buffer_boundaries() {
+        let mut input = Vec::new();
+        let mut want = 0;
+        let mut i = 0;
+        while input.len() < 3 * BUF_SIZE {
+            if i % 1000 == 7 {
+                input.extend_from_slice(format!("line {i} No retries permitted\n").as_bytes());
+                want += 1;
+            } else {
+                input.extend_from_slice(format!("line {i} ordinary text here\n").as_bytes());
+            }
+            i += 1;
+        }
+        let (hits, st) = run(&input, &[b"No retries permitted"], false);
+        assert_eq!(hits.len(), want);
+        assert!(hits.iter().all(|h| h.starts_with("line ")));
+        assert_eq!(st.bytes_consumed as usize, input.len());
+    }
+
+    #[test]
+    fn overlong_line_is_cut_not_fatal() {
+        let mut input = vec![b'x'; BUF_SIZE + 100];
+        input.extend_from_slice(b"\nafter needle\n");
+        let (hits, st) = run(&input, &[b"needle"], false);
+        assert_eq!(hits, ["after needle"]);
+        assert_eq!(st.bytes_consumed as usize, input.len());
+    }
+}

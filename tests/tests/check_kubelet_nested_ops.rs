@@ -1,0 +1,572 @@
+//! check_kubelet_nested_ops end to end: the release binary on realistic kubelet logs in every
+//! format, from files, stdin and real journal files built by the test.
+
+use e2e::logs::*;
+use e2e::{Cmd, Output};
+use std::path::Path;
+
+const NAME: &str = "KUBELET_NESTED_OPS";
+const LONGHORN: &str = "driver.longhorn.io";
+
+fn check() -> Cmd {
+    // klog headers are local time: the fixtures are written in UTC.
+    Cmd::check("check_kubelet_nested_ops").env("TZ", "UTC")
+}
+
+/// The kubelet's retry schedule of one failing operation from `start` to `end`: 500ms doubling
+/// to 2m2s (the retry happens once the backoff has passed).
+fn schedule(start: i64, end: i64) -> Vec<(i64, u64)> {
+    let mut v = Vec::new();
+    let (mut t, mut b) = (start * 1000, 500u64);
+    while t <= end * 1000 {
+        v.push((t / 1000, b));
+        t += b as i64 + 50;
+        b = (b * 2).min(122_000);
+    }
+    v
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Style {
+    Bare,
+    Syslog,
+    Json,
+    Old,
+}
+
+fn syslog_prefix(t: i64) -> String {
+    const M: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (_, mo, d, h, mi, s) = utc_parts(t);
+    format!(
+        "{} {d:>2} {h:02}:{mi:02}:{s:02} node-1 kubelet[2166]: ",
+        M[mo as usize - 1]
+    )
+}
+
+/// One failure line of `pv` in a style.
+fn line(style: Style, t: i64, pv: &str, backoff: u64, err: &str) -> String {
+    match style {
+        Style::Bare => format!(
+            "{}{}",
+            klog_header(t),
+            nested_op_msg(t, LONGHORN, pv, "", backoff, err)
+        ),
+        Style::Syslog => format!(
+            "{}{}{}",
+            syslog_prefix(t),
+            klog_header(t),
+            nested_op_msg(t, LONGHORN, pv, "", backoff, err)
+        ),
+        Style::Json => json_line(t, &nested_op_msg(t, LONGHORN, pv, "", backoff, err)),
+        Style::Old => format!(
+            "{}{}",
+            klog_header(t),
+            nested_op_msg_old(
+                t,
+                "csi",
+                pv,
+                "7d1c2a9e-0f3b-4d55-9c1e-1b2f0a3c4d5e",
+                backoff,
+                err
+            )
+        ),
+    }
+}
+
+/// Noise the kubelet writes around the failures (must be ignored), in the style's shape.
+fn noise(style: Style, t: i64) -> Vec<String> {
+    let msgs = [
+        "\"SyncLoop (PLEG): event for pod\" pod=\"media/radarr-0\" event={\"ID\":\"3f1c\",\"Type\":\"ContainerStarted\"}".to_string(),
+        "Unable to attach or mount volumes for pod \"ws-b70553ae\": unmounted volumes=[data], unattached volumes=[]: timed out waiting for the condition".to_string(),
+        "operationExecutor.UnmountDevice started for volume \"pvc-81b676e6\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^pvc-81b676e6\") on node \"worker-04\"".to_string(),
+    ];
+    msgs.iter()
+        .map(|m| match style {
+            Style::Json => json_line(t, m),
+            Style::Syslog => format!(
+                "{}{}{m}",
+                syslog_prefix(t),
+                klog_header(t).replacen('E', "I", 1)
+            ),
+            _ => format!("{}{m}", klog_header(t).replacen('E', "I", 1)),
+        })
+        .collect()
+}
+
+/// The stale-CSI-mount incident: pvc-81b676e6's UnmountDevice failing for 17 minutes (at the
+/// maximum backoff by now), amid noise.
+fn incident(style: Style, now: i64) -> String {
+    let mut out: Vec<String> = vec!["Flag --container-runtime has been deprecated".into()];
+    let err = mount_refs_err(LONGHORN, "pvc-81b676e6", "worker-04");
+    for (t, b) in schedule(now - 17 * 60, now - 5) {
+        out.extend(noise(style, t));
+        out.push(line(style, t, "pvc-81b676e6", b, &err));
+    }
+    out.join("\n") + "\n"
+}
+
+fn candidates(out: &Output) -> u64 {
+    // "read <source>: N bytes, M candidate lines"
+    let l = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("candidate line"))
+        .unwrap_or_else(|| panic!("no source line in {out:?}"));
+    let before = l.split(" candidate line").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn incident_log_in_every_format_from_a_file_is_critical() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_secs();
+    for style in [Style::Bare, Style::Syslog, Style::Json, Style::Old] {
+        let p = dir.path().join(format!("kubelet-{style:?}.log"));
+        std::fs::write(&p, incident(style, now)).unwrap();
+        let out = check().arg("--log-file").arg(&p).arg("-v").run();
+        out.assert_status(NAME, 2);
+        assert!(
+            out.first_line().contains("pvc-81b676e6")
+                && out.first_line().contains("at max backoff"),
+            "{style:?}: {out:?}"
+        );
+        assert_eq!(out.perf("failing_volumes"), Some(1.0), "{style:?}");
+        assert_eq!(out.perf("max_backoff"), Some(122.0), "{style:?}");
+        // Only the window's failures count (17 minutes of them were logged).
+        let in_window = schedule(now - 17 * 60, now - 5)
+            .iter()
+            .filter(|(t, _)| *t >= now - 15 * 60 + 2)
+            .count() as f64;
+        let got = out.perf("failed_operations").unwrap();
+        assert!(
+            (got - in_window).abs() <= 1.0,
+            "{style:?}: {got} vs {in_window}"
+        );
+        assert!(out.perf("longest_failing").unwrap() > 600.0, "{style:?}");
+        assert!(
+            out.stdout.contains("UnmountDevice (GetDeviceMountRefs)"),
+            "{style:?}"
+        );
+        if !matches!(style, Style::Old) {
+            assert!(
+                out.stdout.contains("still mounted by other references"),
+                "{style:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_fresh_failure_warns_and_old_ones_do_not_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_secs();
+    let err = "MountVolume.MountDevice failed for volume \"pvc-746b2837\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^pvc-746b2837\") pod \"seerr-0\" (UID: \"0d6a\") : rpc error: code = DeadlineExceeded desc = context deadline exceeded";
+    let p = dir.path().join("kubelet.log");
+    std::fs::write(
+        &p,
+        line(Style::Bare, now - 60, "pvc-746b2837", 500, err) + "\n",
+    )
+    .unwrap();
+    let out = check().arg("--log-file").arg(&p).run();
+    out.assert_status(NAME, 1);
+    assert!(
+        out.first_line().contains("pvc-746b2837 MountDevice"),
+        "{out:?}"
+    );
+    // Twenty minutes ago: outside the 15m window.
+    std::fs::write(
+        &p,
+        line(Style::Bare, now - 1200, "pvc-746b2837", 500, err) + "\n",
+    )
+    .unwrap();
+    let out = check().arg("--log-file").arg(&p).run();
+    out.assert_status(NAME, 0);
+    assert_eq!(out.perf("failing_volumes"), Some(0.0));
+    // A wider window sees it.
+    let out = check()
+        .arg("--log-file")
+        .arg(&p)
+        .args(["--window", "30m"])
+        .run();
+    out.assert_status(NAME, 1);
+}
+
+#[test]
+fn stdin_is_a_source() {
+    let now = now_secs();
+    let out = check()
+        .args(["--log-file", "-", "-v"])
+        .stdin(incident(Style::Json, now))
+        .run();
+    out.assert_status(NAME, 2);
+    assert!(out.stdout.contains("read stdin"), "{out:?}");
+}
+
+#[test]
+fn a_volume_failing_longer_than_stuck_is_critical() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_secs();
+    // Failing every 30 s for 12 minutes with a short backoff (never at the maximum).
+    let err = "MountVolume.SetUp failed for volume \"pvc-0badc0de\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^pvc-0badc0de\") pod \"ws-d048256b\" (UID: \"9a8b\") : rpc error: code = Internal desc = mount failed";
+    let text: String = (0..=24)
+        .map(|i| {
+            line(
+                Style::Bare,
+                now - 12 * 60 + i * 30,
+                "pvc-0badc0de",
+                16_000,
+                err,
+            ) + "\n"
+        })
+        .collect();
+    let p = dir.path().join("kubelet.log");
+    std::fs::write(&p, text).unwrap();
+    let out = check().arg("--log-file").arg(&p).run();
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains("pvc-0badc0de SetUp failing for 12m"),
+        "{out:?}"
+    );
+    assert!(!out.first_line().contains("max backoff"));
+    // With --stuck 20m the same log only warns.
+    let out = check()
+        .arg("--log-file")
+        .arg(&p)
+        .args(["--stuck", "20m"])
+        .run();
+    out.assert_status(NAME, 1);
+    // -w/-c on the number of failing volumes override the per-volume rules.
+    let out = check()
+        .arg("--log-file")
+        .arg(&p)
+        .args(["-w", "1", "-c", "2"])
+        .run();
+    out.assert_status(NAME, 0);
+    let out = check()
+        .arg("--log-file")
+        .arg(&p)
+        .args(["-w", "0", "-c", "5"])
+        .run();
+    out.assert_status(NAME, 1);
+}
+
+fn append(p: &Path, s: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+    f.write_all(s.as_bytes()).unwrap();
+}
+
+#[test]
+fn state_dir_resumes_files_through_truncation_and_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("state");
+    let p = dir.path().join("kubelet.log");
+    let now = now_secs();
+    let err = |pv: &str| {
+        format!("UnmountVolume.TearDown failed for volume \"{pv}\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^{pv}\") pod \"3f1c\" (UID: \"3f1c\") : kubernetes.io/csi: Unmounter.TearDownAt failed: rpc error: code = Internal")
+    };
+    let l = |t: i64, pv: &str| line(Style::Bare, t, pv, 500, &err(pv)) + "\n";
+    std::fs::write(&p, l(now - 120, "pvc-a") + &l(now - 60, "pvc-a")).unwrap();
+    let run = || {
+        check()
+            .arg("--log-file")
+            .arg(&p)
+            .arg("--state-dir")
+            .arg(&st)
+            .arg("-v")
+            .run()
+    };
+    let out = run();
+    out.assert_status(NAME, 1);
+    assert_eq!(candidates(&out), 2);
+    let files: Vec<_> = std::fs::read_dir(&st).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one state file per check and source");
+    // Nothing new: nothing read, but the window's failures are remembered.
+    let out = run();
+    out.assert_status(NAME, 1);
+    assert_eq!(candidates(&out), 0);
+    assert_eq!(out.perf("failed_operations"), Some(2.0));
+    // Appended: only the new line is read.
+    append(&p, &l(now - 30, "pvc-b"));
+    let out = run();
+    assert_eq!(candidates(&out), 1);
+    assert_eq!(out.perf("failing_volumes"), Some(2.0));
+    // Truncated (copytruncate) and a shorter file written: read from its start.
+    std::fs::write(&p, l(now - 20, "pvc-c")).unwrap();
+    let out = run();
+    assert_eq!(candidates(&out), 1, "{out:?}");
+    assert!(out.stdout.contains("truncated"), "{out:?}");
+    assert_eq!(out.perf("failing_volumes"), Some(3.0));
+    // Rotated: a last line lands in the old file before the rename; the new file starts fresh.
+    append(&p, &l(now - 10, "pvc-d"));
+    std::fs::rename(&p, dir.path().join("kubelet.log.1")).unwrap();
+    std::fs::write(&p, l(now - 5, "pvc-e")).unwrap();
+    let out = run();
+    assert_eq!(candidates(&out), 2, "{out:?}");
+    assert!(out.stdout.contains("rotated"), "{out:?}");
+    assert_eq!(out.perf("failing_volumes"), Some(5.0));
+    // A garbled state file is reported and replaced, not fatal.
+    let sf = std::fs::read_dir(&st)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    std::fs::write(&sf, "{garbled").unwrap();
+    let out = run();
+    out.assert_protocol(NAME);
+    assert!(out.stdout.contains("unreadable"), "{out:?}");
+}
+
+fn need_journal_remote(test: &str) -> bool {
+    if Path::new(JOURNAL_REMOTE).exists() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: needs {JOURNAL_REMOTE} (package systemd-journal-remote)");
+    }
+    println!("{test}: skipped: needs {JOURNAL_REMOTE}");
+    false
+}
+
+fn entries(unit: &str, lines: &[(i64, String)]) -> Vec<JEntry> {
+    lines
+        .iter()
+        .map(|(t, m)| JEntry {
+            realtime_s: *t,
+            unit: unit.into(),
+            message: m.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn real_journal_default_units_cursor_state() {
+    if !need_journal_remote("real_journal_default_units_cursor_state") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("journal");
+    let st = dir.path().join("state");
+    let now = now_secs();
+    let err = mount_refs_err(LONGHORN, "pvc-81b676e6", "k8s03");
+    let mut kubelite: Vec<(i64, String)> = Vec::new();
+    for (t, b) in schedule(now - 17 * 60, now - 30) {
+        // microk8s logs klog text through journald; half of them with a header, as the kubelet does.
+        kubelite.push((
+            t,
+            klog_header(t) + &nested_op_msg(t, LONGHORN, "pvc-81b676e6", "", b, &err),
+        ));
+        kubelite.push((
+            t,
+            "I0713 20:27:25.1 2166 reconciler.go:1] \"operationExecutor.UnmountDevice started\""
+                .into(),
+        ));
+    }
+    let mut e = entries("snap.microk8s.daemon-kubelite.service", &kubelite);
+    // The same text from another unit must not count.
+    e.extend(entries(
+        "some-app.service",
+        &[(
+            now - 60,
+            nested_op_msg(now - 60, LONGHORN, "pvc-not-kubelet", "", 500, "x"),
+        )],
+    ));
+    write_journal(&jdir, "one", &e);
+
+    let run = |extra: &[&str]| {
+        check()
+            .arg("--journal-dir")
+            .arg(&jdir)
+            .args(extra)
+            .arg("-v")
+            .run()
+    };
+    let out = run(&[]);
+    out.assert_status(NAME, 2);
+    assert!(out.first_line().contains("pvc-81b676e6"), "{out:?}");
+    assert!(!out.stdout.contains("pvc-not-kubelet"), "{out:?}");
+    assert!(out.stdout.contains("snap.microk8s.daemon-kubelite.service"));
+    // An explicit unit that logged nothing relevant: OK.
+    let out = run(&["--journal-unit", "some-other.service"]);
+    out.assert_status(NAME, 0);
+    // With state: the second run reads nothing new, and still knows the failures.
+    let st_s = st.to_str().unwrap();
+    let first = run(&["--state-dir", st_s]);
+    first.assert_status(NAME, 2);
+    let c1 = candidates(&first);
+    assert!(c1 > 5, "{first:?}");
+    let second = run(&["--state-dir", st_s]);
+    second.assert_status(NAME, 2);
+    assert_eq!(candidates(&second), 0, "{second:?}");
+    assert_eq!(
+        second.perf("failed_operations"),
+        first.perf("failed_operations")
+    );
+    // New entries (another journal file in the directory): only they are read.
+    let t = now - 5;
+    write_journal(
+        &jdir,
+        "two",
+        &entries(
+            "snap.microk8s.daemon-kubelite.service",
+            &[(
+                t,
+                json_line(
+                    t,
+                    &nested_op_msg(
+                        t,
+                        LONGHORN,
+                        "pvc-new",
+                        "",
+                        1000,
+                        "MountVolume.MountDevice failed for volume \"pvc-new\"",
+                    ),
+                ),
+            )],
+        ),
+    );
+    let third = run(&["--state-dir", st_s]);
+    third.assert_status(NAME, 2);
+    assert_eq!(candidates(&third), 1, "{third:?}");
+    assert_eq!(third.perf("failing_volumes"), Some(2.0));
+}
+
+#[test]
+fn journal_without_a_kubelet_unit_is_unknown() {
+    if !need_journal_remote("journal_without_a_kubelet_unit_is_unknown") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("journal");
+    write_journal(
+        &jdir,
+        "x",
+        &entries("nginx.service", &[(now_secs(), "started".into())]),
+    );
+    let out = check().arg("--journal-dir").arg(&jdir).run();
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("--journal-unit"), "{out:?}");
+    let out = check()
+        .arg("--journal-dir")
+        .arg(dir.path().join("missing"))
+        .run();
+    out.assert_status(NAME, 3);
+}
+
+#[test]
+fn unreadable_sources_are_unknown() {
+    let out = check()
+        .args(["--log-file", "/nonexistent/kubelet.log"])
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("ENOENT"), "{out:?}");
+    let out = check().args(["--log-file", "/tmp"]).run();
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("directory"), "{out:?}");
+    let out = check().args(["--log-file", "-", "--window", "0"]).run();
+    out.assert_status(NAME, 3);
+    let out = check()
+        .args([
+            "--journal-unit",
+            "kubelet.service",
+            "--journalctl",
+            "/nonexistent/journalctl",
+        ])
+        .run();
+    out.assert_status(NAME, 3);
+}
+
+#[test]
+fn a_journal_this_user_cannot_read_is_unknown_naming_the_groups() {
+    let test = "a_journal_this_user_cannot_read_is_unknown_naming_the_groups";
+    if !need_journal_remote(test) || !e2e::need_root(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("journal");
+    let t = now_secs();
+    write_journal(
+        &jdir,
+        "x",
+        &entries(
+            "kubelet.service",
+            &[(
+                t,
+                klog_header(t) + &nested_op_msg(t, LONGHORN, "pvc-a", "", 500, "x"),
+            )],
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.path(), jdir.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // systemd-journal-remote writes 0640 root:root files, as journald does (group systemd-journal).
+    let bin = e2e::bin("check_kubelet_nested_ops");
+    for extra in [&[][..], &["--journal-unit", "kubelet.service"][..]] {
+        let out = Cmd::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&bin)
+            .arg("--journal-dir")
+            .arg(&jdir)
+            .args(extra)
+            .run();
+        out.assert_status(NAME, 3);
+        assert!(out.first_line().contains("systemd-journal"), "{out:?}");
+    }
+    // Root reads it.
+    let out = check().arg("--journal-dir").arg(&jdir).run();
+    out.assert_status(NAME, 1);
+}
+
+#[test]
+fn a_hanging_journalctl_is_killed_at_the_deadline() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("journalctl");
+    // Prints one failure entry, then hangs the way a journalctl stuck on a huge journal would.
+    let t = now_secs();
+    let entry = serde_json::json!({
+        "__CURSOR": "s=1;i=1",
+        "__REALTIME_TIMESTAMP": format!("{}", t * 1_000_000),
+        "_SYSTEMD_UNIT": "kubelet.service",
+        "MESSAGE": klog_header(t) + &nested_op_msg(t, LONGHORN, "pvc-hang", "", 500, "MountVolume.MountDevice failed for volume \"pvc-hang\""),
+    });
+    let pidfile = dir.path().join("pid");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\ncat <<'EOF_J'\n{entry}\nEOF_J\nexec sleep 600\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = check()
+        .args(["--journal-unit", "kubelet.service", "-t", "2", "-v"])
+        .arg("--journalctl")
+        .arg(&fake)
+        .run();
+    out.assert_status(NAME, 1);
+    assert!(out.first_line().contains("pvc-hang"), "{out:?}");
+    assert!(out.stdout.contains("stopped at the deadline"), "{out:?}");
+    assert!(out.elapsed < std::time::Duration::from_secs(5), "{out:?}");
+    // The child was killed, not left behind.
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "journalctl child {pid} still runs"
+    );
+    // Nothing at all before the deadline: UNKNOWN, never a silent OK.
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    let out = check()
+        .args(["--journal-unit", "kubelet.service", "-t", "2"])
+        .arg("--journalctl")
+        .arg(&fake)
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("deadline"), "{out:?}");
+}
