@@ -30,6 +30,8 @@ const UNITS: [&str; 2] = [
     "/etc/systemd/system/k8s-storage-checks-textfile.timer",
 ];
 const JOURNAL_GROUP: &str = "systemd-journal";
+/// The PV of the kubelet failure in the test's journal.
+const JOURNAL_PV: &str = "pvc-deploy-journal";
 
 /// The checks whose answer is the same from every node (the role installs them only on hosts
 /// with the cluster scope).
@@ -234,10 +236,14 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
                 "the file capability did not reach the check: {line}"
             );
             assert!(out.code <= 2, "{line}");
+            // It read the kernel log (other tests may have left storage errors in it).
+            assert!(out.perf("records").unwrap_or(0.0) > 0.0, "{line}");
         }
-        // The journal through the group: no permission problem, whatever else it finds.
+        // The journal (a root:systemd-journal 0640 file, like journald's) through the group:
+        // the fresh kubelet volume failure written there is found.
         "check_kubelet_nested_ops" => {
-            assert!(!lower.contains("permission denied"), "{line}");
+            assert!(out.code == 1 || out.code == 2, "{line}");
+            assert!(line.contains(JOURNAL_PV), "{line}");
         }
         // No iSCSI sessions on this machine.
         "check_iscsi_sessions" => {
@@ -345,6 +351,7 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         || !need_tool(t, "/usr/sbin/nrpe")
         || !need_tool(t, CHECK_NRPE)
         || !need_tool(t, "setcap")
+        || !need_tool(t, e2e::logs::JOURNAL_REMOTE)
     {
         return;
     }
@@ -368,6 +375,36 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
     )
     .unwrap();
     let textfile_dir = work.path().join("textfile");
+    // A kubelet journal with a fresh volume failure, owned and readable like journald's files.
+    let journal_dir = work.path().join("journal");
+    let now = e2e::logs::now_secs() - 60;
+    e2e::logs::write_journal(
+        &journal_dir,
+        "system",
+        &[e2e::logs::JEntry {
+            realtime_s: now,
+            unit: "kubelet.service".into(),
+            message: e2e::logs::json_line(
+                now,
+                &e2e::logs::nested_op_msg(
+                    now,
+                    "driver.longhorn.io",
+                    JOURNAL_PV,
+                    "",
+                    500,
+                    &e2e::logs::mount_refs_err("driver.longhorn.io", JOURNAL_PV, "node-1"),
+                ),
+            ),
+        }],
+    );
+    let chgrp = Cmd::new("sh")
+        .arg("-ec")
+        .arg(format!(
+            "rm -f '{d}'/*.export; chgrp -R {JOURNAL_GROUP} '{d}'; chmod 0750 '{d}'; chmod 0640 '{d}'/*.journal",
+            d = journal_dir.display()
+        ))
+        .run();
+    assert_eq!(chgrp.code, 0, "{chgrp:?}");
     let (kubeconfig, api_port) = dead_api_kubeconfig();
     let (cluster_checks, node_checks): (Vec<&String>, Vec<&String>) = checks
         .iter()
@@ -383,6 +420,9 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_textfile_enabled": true,
         "k8s_storage_checks_textfile_dir": textfile_dir,
+        "k8s_storage_checks_extra_args": {
+            "check_kubelet_nested_ops": ["--journal-dir", journal_dir],
+        },
     });
     let playbook = workspace_root().join("tests/deploy/site.yml");
 
@@ -472,8 +512,30 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
                 &commands[c],
             ])
             .run();
-        assert_eq!(direct.code, out.code, "{c}: {direct:?} vs {out:?}");
-        assert_eq!(direct.status(), out.status());
+        // (The kernel log may gain records from other tests in between.)
+        if c != "check_storage_kernel_errors" {
+            assert_eq!(direct.code, out.code, "{c}: {direct:?} vs {out:?}");
+            assert_eq!(direct.status(), out.status());
+        }
+    }
+    // The group is what makes the journal readable: without supplementary groups, UNKNOWN
+    // naming the group.
+    if checks.iter().any(|c| c == "check_kubelet_nested_ops") {
+        let out = Cmd::new("setpriv")
+            .args([
+                "--reuid",
+                "nagios",
+                "--regid",
+                "nagios",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(Path::new(PLUGIN_DIR).join("check_kubelet_nested_ops"))
+            .arg("--journal-dir")
+            .arg(&journal_dir)
+            .run();
+        out.assert_status("KUBELET_NESTED_OPS", 3);
+        assert!(out.first_line().contains(JOURNAL_GROUP), "{out:?}");
     }
     // The capability is what makes it work: the same binary without it, as nagios, cannot stat
     // the PV's mount point.
