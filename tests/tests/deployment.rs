@@ -776,7 +776,8 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
         "k8s_storage_checks_sudoers_file": p("etc/sudoers.d/k8s-storage-checks"),
         "k8s_storage_checks_state_dir": p("var/lib/k8s-storage-checks"),
         "k8s_storage_checks_kubeconfig": p("etc/k8s-storage-checks/kubeconfig"),
-        "k8s_storage_checks_kubelet_roots": ["/var/lib/kubelet", "/var/snap/microk8s/common/var/lib/kubelet"],
+        // A space and a ':' exercise the shell quoting (nrpe.d) and the sudoers escaping alike.
+        "k8s_storage_checks_kubelet_roots": ["/var/lib/kubelet", "/srv/my kubelet"],
         "k8s_storage_checks_iscsi_manage": true,
         "k8s_storage_checks_iscsid_conf": iscsid,
         "k8s_storage_checks_thresholds": {"check_ro_pvc_mounts": {"warning": "0", "critical": "1:"}},
@@ -823,7 +824,9 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     if checks.iter().any(|c| c == "check_ro_pvc_mounts") {
         let cmd = &cmds["check_ro_pvc_mounts"];
         assert!(
-            cmd.ends_with("--kubelet-root /var/lib/kubelet --kubelet-root /var/snap/microk8s/common/var/lib/kubelet -w 0 -c 1:"),
+            cmd.ends_with(
+                "--kubelet-root /var/lib/kubelet --kubelet-root '/srv/my kubelet' -w 0 -c 1:"
+            ),
             "{cmd}"
         );
         // sudoers escapes ':' in arguments.
