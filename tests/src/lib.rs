@@ -9,6 +9,9 @@
 //! - [`Ns`] is a private mount namespace held open by a helper process: mounts made in it vanish
 //!   when it is dropped (or when the test process dies), and loop devices mounted with `-o loop`
 //!   detach themselves (autoclear).
+//! - [`apiserver`] is a loopback HTTPS Kubernetes API server with its own CA, auth and faults.
+
+pub mod apiserver;
 
 pub mod logs;
 pub mod sysfs;

@@ -1,0 +1,678 @@
+//! check_jiva_rep_crashloop — crash-looping OpenEBS Jiva replicas and volumes running on fewer
+//! replicas than they should.
+//!
+//! The incident (pvek8s storage cascade, Chain 4): a Jiva replica crash-looped 92 times over 14
+//! days with no escalation; the volume kept serving from 2/3 replicas, and the existing health
+//! check did not match the replica's name (`<pv>-jiva-rep-N` StatefulSet pods, not the legacy
+//! `<pv>-rep-…` Deployment pods). This check finds replicas by label *and* by either naming
+//! scheme, and judges every volume by how many of its replicas are healthy.
+
+use clap::Parser;
+use kube::{ApiArgs, Pod, PodFilter, PodsJsonArg, Selector, Time};
+use plugin::{
+    fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
+    Unknown,
+};
+use regex::Regex;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Labels that mark a Jiva replica: jiva-operator (CSI) and legacy maya.
+pub const REPLICA_LABELS: &[(&str, &str)] = &[
+    ("openebs.io/component", "jiva-replica"),
+    ("openebs.io/replica", "jiva-replica"),
+];
+/// The label naming a replica's PV.
+pub const PV_LABEL: &str = "openebs.io/persistent-volume";
+/// `<pv>-jiva-rep-<N>`: jiva-operator StatefulSet pods.
+pub const CSI_NAME: &str = r"^(?P<pv>.+)-jiva-rep-(?P<n>\d+)$";
+/// `<pv>-rep-<N>-<hash>[-<id>]` (one Deployment per replica, maya ≥ 1.10) and
+/// `<pv>-rep-<hash>-<id>` (one Deployment for all replicas): legacy pods.
+pub const LEGACY_NAME: &str = r"^(?P<pv>.+)-rep-(?:(?P<n>\d+)-)?[a-z0-9]{5,10}(?:-[a-z0-9]{5})?$";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "check_jiva_rep_crashloop",
+    version,
+    about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy",
+    long_about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy.\n\n\
+Replicas are the pods in --namespace labelled openebs.io/component=jiva-replica (jiva-operator) or \
+openebs.io/replica=jiva-replica (legacy), or named <pv>-jiva-rep-<N> (StatefulSet) or \
+<pv>-rep-[<N>-]<hash>[-<id>] (legacy Deployments). --selector and --name-regex add other workloads.\n\n\
+A replica is crash-looping when a container waits in CrashLoopBackOff, or restarted more than -w \
+times with the last restart within --restart-window. That is WARNING, and CRITICAL once unhealthy \
+longer than --critical-after or restarted more than -c times. Replicas are grouped by PV (label \
+openebs.io/persistent-volume or the name): fewer healthy replicas than pods is WARNING, no healthy \
+majority is CRITICAL."
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Restart count above which a replica whose last restart was within --restart-window counts as crash-looping
+    #[arg(
+        short = 'w',
+        long = "warning",
+        value_name = "RESTARTS",
+        default_value = "3"
+    )]
+    pub warning: u32,
+
+    /// Critical when a crash-looping replica restarted more than this many times
+    #[arg(
+        short = 'c',
+        long = "critical",
+        value_name = "RESTARTS",
+        default_value = "10"
+    )]
+    pub critical: u32,
+
+    /// Critical when a replica has been unhealthy (not Ready) longer than this
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_dur)]
+    pub critical_after: Duration,
+
+    /// How recent the last restart must be for -w to count it
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_dur)]
+    pub restart_window: Duration,
+
+    /// Namespace of the replicas (repeatable)
+    #[arg(long, value_name = "NS", default_value = "openebs")]
+    pub namespace: Vec<String>,
+
+    /// Also watch pods matching this label selector (e.g. app=longhorn-replica)
+    #[arg(long, value_name = "SELECTOR", value_parser = parse_selector)]
+    pub selector: Option<Selector>,
+
+    /// Also watch pods whose name matches this regex; a (?P<pv>…) group names the volume
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub name_regex: Option<Regex>,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
+
+    #[command(flatten)]
+    pub pods: PodsJsonArg,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    plugin::parse_duration(s).map_err(|e| e.to_string())
+}
+fn parse_selector(s: &str) -> Result<Selector, String> {
+    Selector::parse(s)
+}
+fn parse_regex(s: &str) -> Result<Regex, String> {
+    Regex::new(s).map_err(|e| format!("invalid regex: {e}"))
+}
+
+/// One replica as `evaluate` sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replica {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// The PV it serves, when known.
+    pub pv: Option<String>,
+    /// Running, not being deleted, every container ready.
+    pub ready: bool,
+    pub phase: String,
+    /// Highest restart count of its containers.
+    pub restarts: i64,
+    /// A container waits in CrashLoopBackOff.
+    pub backoff: bool,
+    /// The container with the most restarts: its current waiting reason (if any).
+    pub waiting: String,
+    /// Its last termination: exit code, reason, when.
+    pub last_exit: Option<(i32, String, Option<Time>)>,
+    /// When the pod last became not Ready (Ready=False transition).
+    pub not_ready_since: Option<Time>,
+}
+
+/// How a replica was recognised.
+fn match_replica(p: &Pod, o: &Opts) -> Option<Option<String>> {
+    let labels = &p.metadata.labels;
+    let name = &p.metadata.name;
+    let mut pv_from_name = None;
+    let mut hit = REPLICA_LABELS
+        .iter()
+        .any(|(k, v)| labels.get(*k).map(|s| s.as_str()) == Some(*v));
+    for re in [&*CSI_RE, &*LEGACY_RE]
+        .into_iter()
+        .chain(o.name_regex.as_ref())
+    {
+        if let Some(c) = re.captures(name) {
+            hit = true;
+            if pv_from_name.is_none() {
+                pv_from_name = c.name("pv").map(|m| m.as_str().to_string());
+            }
+        }
+    }
+    if o.selector.as_ref().is_some_and(|s| s.matches(labels)) {
+        hit = true;
+    }
+    hit.then(|| {
+        labels
+            .get(PV_LABEL)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or(pv_from_name)
+    })
+}
+
+static CSI_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(CSI_NAME).unwrap());
+static LEGACY_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(LEGACY_NAME).unwrap());
+
+/// Reduce a pod to a [`Replica`] if it is one.
+pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
+    let pv = match_replica(p, o)?;
+    let statuses: Vec<_> = p.all_container_statuses().collect();
+    let worst = statuses.iter().max_by_key(|c| c.restart_count);
+    let backoff = statuses.iter().any(|c| {
+        c.state
+            .waiting
+            .as_ref()
+            .is_some_and(|w| w.reason == "CrashLoopBackOff")
+    });
+    let regular_ready = !p.status.container_statuses.is_empty()
+        && p.status.container_statuses.iter().all(|c| c.ready);
+    let ready_cond = p.condition("Ready");
+    Some(Replica {
+        namespace: p.metadata.namespace.clone(),
+        name: p.metadata.name.clone(),
+        node: p.spec.node_name.clone().unwrap_or_default(),
+        pv,
+        ready: p.status.phase == "Running"
+            && p.metadata.deletion_timestamp.is_none()
+            && regular_ready
+            && ready_cond.is_none_or(|c| c.status == "True"),
+        phase: p.status.phase.clone(),
+        restarts: worst.map(|c| c.restart_count).unwrap_or(0),
+        backoff,
+        waiting: worst
+            .and_then(|c| c.state.waiting.as_ref())
+            .map(|w| w.reason.clone())
+            .unwrap_or_default(),
+        last_exit: worst
+            .and_then(|c| c.last_state.terminated.as_ref())
+            .map(|t| (t.exit_code, t.reason.clone(), t.finished_at)),
+        not_ready_since: ready_cond
+            .filter(|c| c.status != "True")
+            .and_then(|c| c.last_transition_time),
+    })
+}
+
+/// Everything gathered.
+#[derive(Debug, Clone, Default)]
+pub struct Data {
+    pub replicas: Vec<Replica>,
+    /// "in namespace openebs".
+    pub scope: String,
+}
+
+fn dur(s: i64) -> String {
+    fmt_duration(Duration::from_secs(s.max(0) as u64))
+}
+
+/// Per-replica verdict: status (OK when not crash-looping) and how long it has been unhealthy.
+pub fn judge(r: &Replica, o: &Opts, now: Time) -> (Status, Option<i64>) {
+    let last_exit_at = r.last_exit.as_ref().and_then(|e| e.2);
+    let recent_restart = last_exit_at.is_some_and(|t| now - t <= o.restart_window.as_secs() as i64);
+    let crashlooping = r.backoff || (r.restarts > o.warning as i64 && recent_restart);
+    if !crashlooping {
+        return (Status::Ok, None);
+    }
+    let since = r.not_ready_since.or(last_exit_at);
+    let unhealthy = since.map(|t| (now - t).max(0));
+    let critical = r.restarts > o.critical as i64
+        || unhealthy.is_some_and(|u| u > o.critical_after.as_secs() as i64);
+    (
+        if critical {
+            Status::Critical
+        } else {
+            Status::Warning
+        },
+        unhealthy,
+    )
+}
+
+/// Decide. Pure: `now` is Unix seconds.
+pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
+    let mut findings = Vec::new();
+    let mut summary_parts = Vec::new();
+    let mut crashlooping = 0;
+    let mut max_restarts = 0;
+    // pv -> (total, healthy, names of unhealthy)
+    let mut volumes: BTreeMap<&str, (usize, usize, Vec<String>)> = BTreeMap::new();
+    let mut status = Status::Ok;
+    for r in &d.replicas {
+        max_restarts = max_restarts.max(r.restarts);
+        let (s, unhealthy) = judge(r, o, now);
+        let healthy = r.ready && s == Status::Ok;
+        if let Some(pv) = &r.pv {
+            let v = volumes.entry(pv.as_str()).or_default();
+            v.0 += 1;
+            if healthy {
+                v.1 += 1;
+            } else {
+                v.2.push(r.name.clone());
+            }
+        }
+        let mut text = format!(
+            "{}/{} on {}: ",
+            r.namespace,
+            r.name,
+            if r.node.is_empty() {
+                "(unscheduled)"
+            } else {
+                &r.node
+            }
+        );
+        let state = if !r.waiting.is_empty() {
+            r.waiting.clone()
+        } else if r.ready {
+            "Ready".to_string()
+        } else if r.phase.is_empty() {
+            "not ready".to_string()
+        } else {
+            format!("{}, not ready", r.phase)
+        };
+        text.push_str(&format!("{state}, {} restarts", r.restarts));
+        if let Some(u) = unhealthy {
+            text.push_str(&format!(", unhealthy {}", dur(u)));
+        }
+        if let Some((code, reason, at)) = &r.last_exit {
+            text.push_str(&format!(", last exit {code}"));
+            if !reason.is_empty() {
+                text.push_str(&format!(" ({reason})"));
+            }
+            if let Some(t) = at {
+                text.push_str(&format!(" {} ago", dur(now - t)));
+            }
+        }
+        if s != Status::Ok {
+            crashlooping += 1;
+            status = status.worst(s);
+            summary_parts.push(format!(
+                "{} crash-looping ({} restarts{})",
+                r.name,
+                r.restarts,
+                unhealthy
+                    .map(|u| format!(", unhealthy {}", dur(u)))
+                    .unwrap_or_default()
+            ));
+        }
+        findings.push(Finding::new(s, text));
+    }
+    let mut degraded = 0;
+    for (pv, (n, h, bad)) in &volumes {
+        if h == n {
+            continue;
+        }
+        degraded += 1;
+        let s = if h * 2 > *n {
+            Status::Warning
+        } else {
+            Status::Critical
+        };
+        status = status.worst(s);
+        let what = if s == Status::Critical {
+            "no healthy majority"
+        } else {
+            "degraded redundancy"
+        };
+        summary_parts.push(format!("{pv}: {h}/{n} replicas healthy"));
+        findings.push(
+            Finding::new(s, format!("{pv}: {h}/{n} replicas healthy ({what})"))
+                .detail(format!("unhealthy: {}", bad.join(", "))),
+        );
+    }
+    let summary = if summary_parts.is_empty() {
+        if d.replicas.is_empty() {
+            format!("no Jiva replicas found {}", d.scope)
+        } else {
+            format!(
+                "{} replicas of {} volumes healthy {}",
+                d.replicas.len(),
+                volumes.len(),
+                d.scope
+            )
+        }
+    } else {
+        summary_parts.join("; ")
+    };
+    let th = Thresholds::new(
+        Some(Range::above(o.warning as f64)),
+        Some(Range::above(o.critical as f64)),
+    );
+    let zero = Range::above(0.0);
+    let mut r = Report::new(status, summary)
+        .perf(Perfdata::new("replicas", d.replicas.len() as f64).min(0.0))
+        .perf(
+            Perfdata::new("crashlooping", crashlooping as f64)
+                .warn(Some(&zero))
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("max_restarts", max_restarts as f64)
+                .thresholds(&th)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("degraded_volumes", degraded as f64)
+                .warn(Some(&zero))
+                .min(0.0),
+        );
+    for f in findings {
+        r = r.finding(f);
+    }
+    r.sort_findings();
+    r
+}
+
+impl Opts {
+    /// All I/O: the pods of the namespaces, from the API or a file.
+    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
+        let filter = PodFilter {
+            namespaces: self.namespace.clone(),
+            node: None,
+            labels: None,
+        };
+        let mut d = Data {
+            scope: filter.describe().replace("on all nodes ", ""),
+            ..Default::default()
+        };
+        let mut take = |p: Pod| {
+            if let Some(r) = replica_of(&p, self) {
+                d.replicas.push(r)
+            }
+        };
+        match &self.pods.pods_json {
+            Some(path) => {
+                ctx.stage(format!("reading {}", path.display()));
+                let n = kube::load_pods_json(path, &filter, &mut take)?;
+                ctx.debug(format!("{n} pods from {}", path.display()));
+            }
+            None => {
+                let client = kube::connect(&self.api, ctx)?;
+                ctx.stage(format!(
+                    "listing pods {} from {}",
+                    filter.describe(),
+                    client.server()
+                ));
+                client.list_pods(&filter, &mut take)?;
+                for line in client.requests() {
+                    ctx.debug(line);
+                }
+            }
+        }
+        Ok(d)
+    }
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "JIVA_REP_CRASHLOOP";
+    const BINARY: &'static str = "check_jiva_rep_crashloop";
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+    fn reads_stdin(&self) -> bool {
+        self.pods.reads_stdin()
+    }
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        let d = self.gather(ctx)?;
+        Ok(evaluate(&d, self, kube::time::now()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::time::{format_rfc3339, parse_rfc3339};
+
+    const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
+
+    fn now() -> Time {
+        parse_rfc3339("2026-07-25T20:30:00Z").unwrap()
+    }
+
+    fn opts(args: &[&str]) -> Opts {
+        let mut v = vec!["check_jiva_rep_crashloop"];
+        v.extend_from_slice(args);
+        Opts::try_parse_from(v).unwrap()
+    }
+
+    fn ago(secs: i64) -> String {
+        format_rfc3339(now() - secs)
+    }
+
+    /// A replica pod: healthy, or crash-looping with `restarts`, not ready for `unready` seconds.
+    fn pod(name: &str, labels: &str, crash: Option<(i64, i64)>) -> Pod {
+        let (phase, cs, ready) = match crash {
+            None => (
+                "Running",
+                format!(
+                    r#"{{"name":"jiva-replica","ready":true,"restartCount":0,"state":{{"running":{{"startedAt":"{}"}}}}}}"#,
+                    ago(86400 * 20)
+                ),
+                format!(
+                    r#"{{"type":"Ready","status":"True","lastTransitionTime":"{}"}}"#,
+                    ago(86400 * 20)
+                ),
+            ),
+            Some((restarts, unready)) => (
+                "Running",
+                format!(
+                    r#"{{"name":"jiva-replica","ready":false,"restartCount":{restarts},"state":{{"waiting":{{"reason":"CrashLoopBackOff","message":"back-off 5m0s restarting failed container"}}}},
+                    "lastState":{{"terminated":{{"exitCode":1,"reason":"Error","finishedAt":"{}"}}}}}}"#,
+                    ago(120)
+                ),
+                format!(
+                    r#"{{"type":"Ready","status":"False","reason":"ContainersNotReady","lastTransitionTime":"{}"}}"#,
+                    ago(unready)
+                ),
+            ),
+        };
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"openebs","labels":{{{labels}}}}},"spec":{{"nodeName":"k8s03"}},
+            "status":{{"phase":"{phase}","conditions":[{ready}],"containerStatuses":[{cs}]}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn csi_labels() -> String {
+        format!(
+            r#""openebs.io/component":"jiva-replica","openebs.io/persistent-volume":"{PV}","openebs.io/cas-type":"jiva""#
+        )
+    }
+
+    fn data(pods: &[Pod], o: &Opts) -> Data {
+        Data {
+            replicas: pods.iter().filter_map(|p| replica_of(p, o)).collect(),
+            scope: "in namespace openebs".into(),
+        }
+    }
+
+    #[test]
+    fn the_incident_replica_pages() {
+        let o = opts(&[]);
+        let pods = [
+            pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+            pod(
+                &format!("{PV}-jiva-rep-1"),
+                &csi_labels(),
+                Some((92, 14 * 86400)),
+            ),
+            pod(&format!("{PV}-jiva-rep-2"), &csi_labels(), None),
+        ];
+        let r = evaluate(&data(&pods, &o), &o, now());
+        assert_eq!(r.status, Status::Critical);
+        assert_eq!(r.summary, format!("{PV}-jiva-rep-1 crash-looping (92 restarts, unhealthy 14d); {PV}: 2/3 replicas healthy"));
+        let perf: Vec<_> = r.perfdata.iter().map(|p| p.render()).collect();
+        assert_eq!(
+            perf,
+            [
+                "replicas=3;;;0",
+                "crashlooping=1;0;;0",
+                "max_restarts=92;3;10;0",
+                "degraded_volumes=1;0;;0"
+            ]
+        );
+        assert!(r.findings[0].text.contains(&format!("openebs/{PV}-jiva-rep-1 on k8s03: CrashLoopBackOff, 92 restarts, unhealthy 14d, last exit 1 (Error) 2m ago")), "{:?}", r.findings);
+        let vol = r.findings.iter().find(|f| f.text.starts_with(PV)).unwrap();
+        assert_eq!(vol.status, Status::Warning, "2/3 is degraded, not lost");
+    }
+
+    #[test]
+    fn found_by_name_alone_in_both_schemes() {
+        let o = opts(&[]);
+        for name in [
+            format!("{PV}-jiva-rep-1"),
+            format!("{PV}-rep-1-7d9c8b5f6-x2x4z"),
+            format!("{PV}-rep-7d9c8b5f6-x2x4z"),
+            format!("{PV}-rep-2-7d9c8b5f6"),
+        ] {
+            let r = replica_of(&pod(&name, "", None), &o)
+                .unwrap_or_else(|| panic!("{name} not recognised"));
+            assert_eq!(r.pv.as_deref(), Some(PV), "{name}");
+        }
+        for name in [
+            format!("{PV}-jiva-ctrl-6b7c9d8f5-abcde"),
+            format!("{PV}-ctrl-6b7c9d8f5-abcde"),
+            "openebs-jiva-operator-5d8f7c9b6-qwert".to_string(),
+            "jiva-csi-node-x7z9q".to_string(),
+        ] {
+            assert!(
+                replica_of(&pod(&name, "", None), &o).is_none(),
+                "{name} is not a replica"
+            );
+        }
+        // Legacy label, name that fits no pattern: the label is enough; the PV comes from the label.
+        let legacy =
+            format!(r#""openebs.io/replica":"jiva-replica","openebs.io/persistent-volume":"{PV}""#);
+        assert_eq!(
+            replica_of(&pod("whatever", &legacy, None), &o)
+                .unwrap()
+                .pv
+                .as_deref(),
+            Some(PV)
+        );
+    }
+
+    #[test]
+    fn thresholds_and_critical_after() {
+        let o = opts(&[]);
+        let single = |restarts, unready| {
+            let p = pod(&format!("{PV}-jiva-rep-0"), "", Some((restarts, unready)));
+            judge(&replica_of(&p, &o).unwrap(), &o, now()).0
+        };
+        assert_eq!(
+            single(2, 300),
+            Status::Warning,
+            "crash-looping at all is WARNING"
+        );
+        assert_eq!(
+            single(2, 31 * 60),
+            Status::Critical,
+            "unhealthy longer than --critical-after"
+        );
+        assert_eq!(single(11, 300), Status::Critical, "more than -c restarts");
+        assert_eq!(single(10, 300), Status::Warning);
+        let o2 = opts(&["-c", "50", "--critical-after", "2h"]);
+        let p = pod(&format!("{PV}-jiva-rep-0"), "", Some((20, 3600)));
+        assert_eq!(
+            judge(&replica_of(&p, &o2).unwrap(), &o2, now()).0,
+            Status::Warning
+        );
+    }
+
+    #[test]
+    fn restarting_without_backoff_counts_only_when_recent_and_frequent() {
+        let o = opts(&[]);
+        let mut p = pod(&format!("{PV}-jiva-rep-0"), "", Some((5, 60)));
+        // Running again right now (between crashes): no CrashLoopBackOff.
+        p.status.container_statuses[0].state = Default::default();
+        let r = replica_of(&p, &o).unwrap();
+        assert!(!r.backoff);
+        assert_eq!(
+            judge(&r, &o, now()).0,
+            Status::Warning,
+            "5 restarts > -w 3, last 2m ago"
+        );
+        let o_hi = opts(&["-w", "5"]);
+        assert_eq!(judge(&r, &o_hi, now()).0, Status::Ok, "not more than -w");
+        let o_window = opts(&["--restart-window", "1m"]);
+        assert_eq!(
+            judge(&r, &o_window, now()).0,
+            Status::Ok,
+            "last restart outside the window"
+        );
+    }
+
+    #[test]
+    fn majority_rule_whatever_the_restart_counts() {
+        let o = opts(&[]);
+        let mut pods = vec![
+            pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+            pod(&format!("{PV}-jiva-rep-1"), &csi_labels(), None),
+            pod(&format!("{PV}-jiva-rep-2"), &csi_labels(), None),
+        ];
+        // Two replicas Pending (not scheduled, no restarts at all): no healthy majority.
+        for p in &mut pods[1..] {
+            p.status.phase = "Pending".into();
+            p.status.container_statuses.clear();
+            p.status.conditions.clear();
+        }
+        let r = evaluate(&data(&pods, &o), &o, now());
+        assert_eq!(r.status, Status::Critical);
+        assert_eq!(r.summary, format!("{PV}: 1/3 replicas healthy"));
+        assert_eq!(r.perfdata[1].value, 0.0, "nothing crash-looping");
+        assert_eq!(r.perfdata[3].value, 1.0);
+    }
+
+    #[test]
+    fn healthy_volume_is_ok_and_listed_at_v() {
+        let o = opts(&[]);
+        let pods: Vec<_> = (0..3)
+            .map(|i| pod(&format!("{PV}-jiva-rep-{i}"), &csi_labels(), None))
+            .collect();
+        let r = evaluate(&data(&pods, &o), &o, now());
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(
+            r.summary,
+            "3 replicas of 1 volumes healthy in namespace openebs"
+        );
+        assert_eq!(r.findings.len(), 3);
+        assert!(r.findings.iter().all(|f| f.status == Status::Ok));
+        let r = evaluate(&data(&[], &o), &o, now());
+        assert_eq!(
+            (r.status, r.summary.as_str()),
+            (Status::Ok, "no Jiva replicas found in namespace openebs")
+        );
+    }
+
+    #[test]
+    fn selector_and_name_regex_widen() {
+        let o = opts(&[
+            "--selector",
+            "longhorn.io/component=instance-manager",
+            "--name-regex",
+            r"^(?P<pv>pvc-[0-9a-f-]+)-r-[0-9a-f]{8}$",
+        ]);
+        let lh = pod(
+            "instance-manager-abc",
+            r#""longhorn.io/component":"instance-manager""#,
+            Some((15, 600)),
+        );
+        let r = replica_of(&lh, &o).unwrap();
+        assert_eq!(r.pv, None);
+        let named = pod("pvc-0a1b-r-1234abcd", "", None);
+        assert_eq!(
+            replica_of(&named, &o).unwrap().pv.as_deref(),
+            Some("pvc-0a1b")
+        );
+        assert!(replica_of(&named, &opts(&[])).is_none());
+        assert!(Opts::try_parse_from(["x", "--name-regex", "("]).is_err());
+        assert!(Opts::try_parse_from(["x", "--selector", "a in b"]).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_jiva_rep_crashloop::Opts>()
+}

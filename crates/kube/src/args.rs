@@ -1,0 +1,70 @@
+//! Command-line options shared by the checks that read the API; a check flattens the ones it
+//! needs (`#[command(flatten)]`), so every check spells them the same way.
+
+use std::path::PathBuf;
+
+/// `--kubeconfig` and `--context`: which API server and credentials.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ApiArgs {
+    /// Kubeconfig file (default: first of $KUBECONFIG [first existing file of the list], in-cluster
+    /// service account, microk8s client.config, k3s k3s.yaml, kubeadm kubelet.conf/admin.conf,
+    /// ~/.kube/config)
+    #[arg(long, value_name = "FILE", help_heading = "Kubernetes API")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use (default: its current-context)
+    #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
+    pub context: Option<String>,
+}
+
+/// `--node NAME`: the node a check is about.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NodeArg {
+    /// Node name as Kubernetes knows it (default: this host's name)
+    #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
+    pub node: Option<String>,
+}
+
+impl NodeArg {
+    /// `--node`, else this host's hostname (lower-case, as kubelet registers it by default).
+    pub fn name(&self) -> Result<String, plugin::Unknown> {
+        match &self.node {
+            Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
+            _ => node::Host::local().hostname().ok_or_else(|| {
+                plugin::Unknown("cannot tell this host's name: give --node NAME".into())
+            }),
+        }
+    }
+}
+
+/// `--pods-json FILE|-`: pods from `kubectl get pods -o json` instead of the API.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PodsJsonArg {
+    /// Read pods from this file ('-' for stdin), the output of `kubectl get pods -A -o json`,
+    /// instead of asking the API
+    #[arg(long, value_name = "FILE|-", help_heading = "Kubernetes API")]
+    pub pods_json: Option<PathBuf>,
+}
+
+impl PodsJsonArg {
+    /// `--pods-json -`: the check reads stdin (return it from `Check::reads_stdin`).
+    pub fn reads_stdin(&self) -> bool {
+        self.pods_json.as_deref() == Some(std::path::Path::new("-"))
+    }
+}
+
+/// `--pvs-json FILE|-`: PersistentVolumes from `kubectl get pv -o json` instead of the API.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PvsJsonArg {
+    /// Read PersistentVolumes from this file ('-' for stdin), the output of `kubectl get pv -o json`,
+    /// instead of asking the API
+    #[arg(long, value_name = "FILE|-", help_heading = "Kubernetes API")]
+    pub pvs_json: Option<PathBuf>,
+}
+
+impl PvsJsonArg {
+    /// `--pvs-json -`: the check reads stdin (return it from `Check::reads_stdin`).
+    pub fn reads_stdin(&self) -> bool {
+        self.pvs_json.as_deref() == Some(std::path::Path::new("-"))
+    }
+}

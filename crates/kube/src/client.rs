@@ -1,0 +1,587 @@
+//! The blocking client: one ureq agent per run, every request bounded by the check's deadline,
+//! every failure turned into an UNKNOWN an operator can act on.
+
+use crate::config::{Auth, Config};
+use crate::list::{read_list, ListMeta};
+use plugin::Unknown;
+use serde::de::DeserializeOwned;
+use std::io::{BufReader, Read};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+
+/// Items per page (kubectl's default chunk size).
+pub const DEFAULT_LIMIT: u32 = 500;
+
+/// Bytes of an error body read to explain the failure.
+const ERROR_BODY_MAX: u64 = 64 * 1024;
+
+/// Query of a list request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    /// Page size; 0 means [`DEFAULT_LIMIT`].
+    pub limit: u32,
+}
+
+/// A blocking API client bound to a deadline.
+pub struct Client {
+    agent: ureq::Agent,
+    server: String,
+    host: String,
+    auth_header: Option<String>,
+    deadline: Instant,
+    budget: Duration,
+    /// What the client talks to and how, for `-vv` (no secrets).
+    pub description: String,
+    ca_from: String,
+    source: String,
+    /// Requests made: `(method path?query, status, items)` for `-vv` and tests.
+    log: std::sync::Mutex<Vec<String>>,
+}
+
+fn pem_items(pem: &[u8], what: &str) -> Result<Vec<PemItem<'static>>, Unknown> {
+    ureq::tls::parse_pem(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Unknown(format!("cannot parse {what} (PEM): {e}")))
+}
+
+/// The part of the deadline a request may use: the rest, less a margin so that the client's own
+/// timeout message (naming the request) wins over the runtime's watchdog.
+fn request_budget(deadline: Instant) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let margin = (left / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
+    left.saturating_sub(margin)
+}
+
+impl Client {
+    /// Build a client for `cfg`; requests must finish by `deadline`.
+    pub fn new(cfg: &Config, deadline: Instant) -> Result<Client, Unknown> {
+        let host = cfg
+            .server
+            .split_once("://")
+            .map(|(_, r)| r)
+            .unwrap_or(&cfg.server)
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !cfg.server.starts_with("https://") && !cfg.server.starts_with("http://") {
+            return Err(Unknown(format!(
+                "server '{}' from {} is not an http(s) URL",
+                cfg.server, cfg.source
+            )));
+        }
+        let mut tls = TlsConfig::builder()
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        if cfg.insecure {
+            tls = tls.disable_verification(true);
+        } else if let Some(ca) = &cfg.ca_pem {
+            let certs: Vec<_> = pem_items(ca, &format!("CA {}", cfg.ca_from))?
+                .into_iter()
+                .filter_map(|i| match i {
+                    PemItem::Certificate(c) => Some(c),
+                    _ => None,
+                })
+                .collect();
+            if certs.is_empty() {
+                return Err(Unknown(format!("no certificate in CA {}", cfg.ca_from)));
+            }
+            tls = tls.root_certs(RootCerts::new_with_certs(&certs));
+        } else if cfg.server.starts_with("https://") {
+            // No CA in the config and no system trust store in a static binary: say so now
+            // rather than failing every handshake with "unknown issuer".
+            return Err(Unknown(format!(
+                "no certificate-authority for {} in {}: add certificate-authority(-data) \
+                 (or insecure-skip-tls-verify: true, not recommended)",
+                cfg.server, cfg.source
+            )));
+        }
+        let mut auth_header = None;
+        match &cfg.auth {
+            Auth::None => {}
+            Auth::Token(t) => {
+                auth_header = Some(format!("Bearer {}", String::from_utf8_lossy(&t.0).trim()))
+            }
+            Auth::TokenFile(p) => {
+                let t = std::fs::read(p).map_err(|e| {
+                    Unknown(format!(
+                        "cannot read token file {}: {}",
+                        p.display(),
+                        node::errtext(&e)
+                    ))
+                })?;
+                let t = String::from_utf8_lossy(&t).trim().to_string();
+                if t.is_empty() {
+                    return Err(Unknown(format!("token file {} is empty", p.display())));
+                }
+                auth_header = Some(format!("Bearer {t}"));
+            }
+            Auth::ClientCert {
+                cert,
+                key: key_pem,
+                from,
+            } => {
+                let chain: Vec<_> = pem_items(cert, "client certificate")?
+                    .into_iter()
+                    .filter_map(|i| match i {
+                        PemItem::Certificate(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                let key = pem_items(&key_pem.0, "client key")?
+                    .into_iter()
+                    .find_map(|i| match i {
+                        PemItem::PrivateKey(k) => Some(k),
+                        _ => None,
+                    });
+                let Some(key) = key else {
+                    return Err(Unknown(format!("no private key in client key ({from})")));
+                };
+                if chain.is_empty() {
+                    return Err(Unknown(format!(
+                        "no certificate in client certificate ({from})"
+                    )));
+                }
+                check_client_cert(cert, &key_pem.0, from)?;
+                tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+            }
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .http_status_as_error(false)
+            .proxy(None)
+            .max_redirects(0)
+            .user_agent(concat!("k8s-storage-checks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let description = format!(
+            "server {} from {}{}, CA {}, auth {}{}",
+            cfg.server,
+            cfg.source,
+            cfg.context
+                .as_ref()
+                .map(|c| format!(" (context {c})"))
+                .unwrap_or_default(),
+            cfg.ca_from,
+            cfg.auth.describe(),
+            if cfg.insecure {
+                ", TLS verification OFF (insecure-skip-tls-verify in the kubeconfig)"
+            } else {
+                ""
+            }
+        );
+        Ok(Client {
+            agent,
+            server: cfg.server.clone(),
+            host,
+            auth_header,
+            deadline,
+            budget: deadline.saturating_duration_since(Instant::now()),
+            description,
+            ca_from: cfg.ca_from.clone(),
+            source: cfg.source.to_string(),
+            log: Default::default(),
+        })
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The requests made so far, one line each (`GET path?query -> 200, page 1: 500 items`), for
+    /// `-vv`. Continue tokens are elided; no credentials are ever part of them.
+    pub fn requests(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// GET `path` with query pairs; returns the response if it is 2xx, else the mapped error.
+    fn get_raw(&self, path: &str, query: &[(&str, &str)]) -> Result<ureq::Body, Unknown> {
+        let left = request_budget(self.deadline);
+        let shown = show_request(path, query);
+        if left < Duration::from_millis(20) {
+            return Err(Unknown(format!(
+                "no time left for API request GET {shown} (the check's -t {} is used up)",
+                plugin::fmt_duration(self.budget)
+            )));
+        }
+        let url = format!("{}{}", self.server, path);
+        let mut req = self.agent.get(&url).header("Accept", "application/json");
+        for (k, v) in query {
+            req = req.query(*k, *v);
+        }
+        if let Some(h) = &self.auth_header {
+            req = req.header("Authorization", h);
+        }
+        let resp = req
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .call()
+            .map_err(|e| self.transport_error(e, &shown, left))?;
+        let status = resp.status().as_u16();
+        if let Ok(mut l) = self.log.lock() {
+            l.push(format!("GET {shown} -> {status}"));
+        }
+        if (200..300).contains(&status) {
+            return Ok(resp.into_body());
+        }
+        let mut body = Vec::new();
+        let _ = resp
+            .into_body()
+            .into_reader()
+            .take(ERROR_BODY_MAX)
+            .read_to_end(&mut body);
+        Err(self.http_error(status, &body, path, &shown))
+    }
+
+    /// GET one object.
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, Unknown> {
+        let left = request_budget(self.deadline);
+        let shown = show_request(path, query);
+        let body = self.get_raw(path, query)?;
+        serde_json::from_reader(BufReader::with_capacity(64 * 1024, body.into_reader()))
+            .map_err(|e| self.decode_error(e, &shown, left))
+    }
+
+    /// List `path` (a collection URL such as `/api/v1/pods`), following `continue` pages, calling
+    /// `f` for every item as it is parsed. Returns the number of items.
+    pub fn list<T, F>(&self, path: &str, params: &ListParams, mut f: F) -> Result<usize, Unknown>
+    where
+        T: DeserializeOwned,
+        F: FnMut(T),
+    {
+        let limit = if params.limit == 0 {
+            DEFAULT_LIMIT
+        } else {
+            params.limit
+        }
+        .to_string();
+        let mut cont: Option<String> = None;
+        let mut total = 0;
+        for page in 1.. {
+            let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
+            if let Some(s) = params.label_selector.as_deref().filter(|s| !s.is_empty()) {
+                q.push(("labelSelector", s));
+            }
+            if let Some(s) = params.field_selector.as_deref().filter(|s| !s.is_empty()) {
+                q.push(("fieldSelector", s));
+            }
+            if let Some(c) = &cont {
+                q.push(("continue", c));
+            }
+            let left = request_budget(self.deadline);
+            let shown = show_request(path, &q);
+            let body = self.get_raw(path, &q)?;
+            let reader = BufReader::with_capacity(64 * 1024, body.into_reader());
+            let meta: ListMeta =
+                read_list(reader, &mut f).map_err(|e| self.decode_error(e, &shown, left))?;
+            if !meta.had_items {
+                return Err(Unknown(format!(
+                    "API server answered GET {shown} with {} instead of a list",
+                    if meta.kind.is_empty() {
+                        "an object without items".to_string()
+                    } else {
+                        format!("kind {}", meta.kind)
+                    }
+                )));
+            }
+            total += meta.items;
+            if let Ok(mut l) = self.log.lock() {
+                if let Some(last) = l.last_mut() {
+                    last.push_str(&format!(", page {page}: {} items", meta.items));
+                }
+            }
+            match meta.continue_token {
+                Some(c) if Some(&c) != cont.as_ref() => cont = Some(c),
+                Some(_) => {
+                    return Err(Unknown(format!(
+                        "API server repeated the same continue token for {path}: giving up"
+                    )))
+                }
+                None => break,
+            }
+        }
+        Ok(total)
+    }
+
+    fn decode_error(&self, e: serde_json::Error, shown: &str, left: Duration) -> Unknown {
+        if e.is_io() {
+            let io: std::io::Error = e.into();
+            return self.transport_error(ureq::Error::from(io), shown, left);
+        }
+        let what = if e.is_eof() {
+            "truncated JSON (the answer ended early)"
+        } else {
+            "invalid JSON"
+        };
+        Unknown(format!(
+            "bad answer from API server {} to GET {shown}: {what}: {e}",
+            self.server
+        ))
+    }
+
+    fn transport_error(&self, e: ureq::Error, shown: &str, left: Duration) -> Unknown {
+        use ureq::Error as E;
+        let server = &self.server;
+        match e {
+            E::Timeout(_) => Unknown(format!(
+                "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                plugin::fmt_duration(left)
+            )),
+            E::HostNotFound => Unknown(format!(
+                "cannot resolve API server host {} (server {server} from {})",
+                self.host, self.source
+            )),
+            E::Io(io) => {
+                if let Some(r) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    return self.tls_error(r);
+                }
+                match io.kind() {
+                    std::io::ErrorKind::ConnectionRefused => Unknown(format!(
+                        "cannot connect to API server {server}: connection refused (is the API server \
+                         running and is this the right address? server from {})",
+                        self.source
+                    )),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Unknown(format!(
+                        "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                        plugin::fmt_duration(left)
+                    )),
+                    std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe => Unknown(format!(
+                        "API server {server} closed the connection during GET {shown} without a \
+                         complete answer (a proxy or load balancer in between, or the server restarting?)"
+                    )),
+                    _ if io.to_string().contains("lookup address") => Unknown(format!(
+                        "cannot resolve API server host {} (server {server} from {}): {io}",
+                        self.host, self.source
+                    )),
+                    _ => Unknown(format!(
+                        "API request GET {shown} to {server} failed: {}",
+                        node::errtext(&io)
+                    )),
+                }
+            }
+            E::Rustls(r) => self.tls_error(&r),
+            E::Tls(m) => Unknown(format!("TLS with API server {} failed: {m}", self.host)),
+            other => Unknown(format!(
+                "API request GET {shown} to {server} failed: {other}"
+            )),
+        }
+    }
+
+    fn tls_error(&self, e: &rustls::Error) -> Unknown {
+        use rustls::CertificateError as C;
+        let why = match e {
+            rustls::Error::InvalidCertificate(c) => match c {
+                C::UnknownIssuer => "certificate signed by an unknown authority".to_string(),
+                C::NotValidForName | C::NotValidForNameContext { .. } => {
+                    format!("certificate is not valid for the name {}", self.host)
+                }
+                C::Expired | C::ExpiredContext { .. } => "certificate has expired".to_string(),
+                C::NotValidYet | C::NotValidYetContext { .. } => {
+                    "certificate is not valid yet (clock skew?)".to_string()
+                }
+                other => format!("invalid certificate: {other:?}"),
+            },
+            rustls::Error::AlertReceived(a) => {
+                return Unknown(format!(
+                    "TLS handshake with API server {} failed: the server sent {a:?} \
+                     (client certificate rejected or required?)",
+                    self.host
+                ))
+            }
+            other => other.to_string(),
+        };
+        Unknown(format!(
+            "TLS verification of API server {} failed: {why} (CA: {}, from {})",
+            self.host, self.ca_from, self.source
+        ))
+    }
+
+    fn http_error(&self, status: u16, body: &[u8], path: &str, shown: &str) -> Unknown {
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Status {
+            kind: String,
+            message: String,
+            reason: String,
+        }
+        let st: Status = serde_json::from_slice(body).unwrap_or_default();
+        let msg = if st.kind == "Status" && !st.message.is_empty() {
+            plugin::render::truncate(&st.message, 300)
+        } else {
+            let t = String::from_utf8_lossy(body);
+            let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+            if t.is_empty() {
+                "empty body".into()
+            } else {
+                plugin::render::truncate(&t, 200)
+            }
+        };
+        let res = Resource::of_path(path);
+        let head = format!(
+            "API server {} answered GET {shown} with HTTP {status}",
+            self.server
+        );
+        let hint = match status {
+            401 => format!(
+                "credentials rejected (token expired or revoked, or client certificate not signed \
+                 by the cluster CA): check the user in {}",
+                self.source
+            ),
+            403 => format!(
+                "the checks' identity lacks RBAC permission: grant {}",
+                res.rbac_rule()
+            ),
+            404 => format!(
+                "{} not served by this API server (wrong server URL, or API not enabled?)",
+                res.describe()
+            ),
+            410 => "the list changed too much while paging (continue token expired): run again"
+                .to_string(),
+            429 => "the API server is throttling requests (429 Too Many Requests)".to_string(),
+            s if s >= 500 => {
+                "API server error: the control plane is unhealthy or overloaded".to_string()
+            }
+            _ => st.reason.clone(),
+        };
+        Unknown(format!("{head}: {hint} ({msg})"))
+    }
+}
+
+/// Reject a certificate/key pair rustls would refuse (ureq would panic on it).
+fn check_client_cert(cert_pem: &[u8], key_pem: &[u8], from: &str) -> Result<(), Unknown> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| Unknown(format!("cannot parse client certificate ({from}): {e:?}")))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| Unknown(format!("cannot parse client key ({from}): {e:?}")))?;
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Unknown(format!("TLS setup failed: {e}")))?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(certs, key)
+        .map(|_| ())
+        .map_err(|e| Unknown(format!("unusable client certificate/key ({from}): {e}")))
+}
+
+fn show_request(path: &str, query: &[(&str, &str)]) -> String {
+    if query.is_empty() {
+        return path.to_string();
+    }
+    let q: Vec<String> = query
+        .iter()
+        .map(|(k, v)| {
+            if *k == "continue" {
+                format!("{k}=…")
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    format!("{path}?{}", q.join("&"))
+}
+
+/// What an API path addresses, for RBAC hints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub group: String,
+    pub resource: String,
+    pub namespace: Option<String>,
+    /// `get` for one object, `list` for a collection.
+    pub verb: &'static str,
+}
+
+impl Resource {
+    pub fn of_path(path: &str) -> Resource {
+        let path = path.split('?').next().unwrap_or(path);
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, rest) = match parts.first() {
+            Some(&"api") => (String::new(), parts.get(2..).unwrap_or(&[])),
+            Some(&"apis") => (
+                parts.get(1).copied().unwrap_or_default().to_string(),
+                parts.get(3..).unwrap_or(&[]),
+            ),
+            _ => (String::new(), &parts[..]),
+        };
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+            _ => (None, rest),
+        };
+        Resource {
+            group,
+            resource: rest.first().copied().unwrap_or("?").to_string(),
+            namespace,
+            verb: if rest.len() >= 2 { "get" } else { "list" },
+        }
+    }
+
+    fn describe(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// The RBAC rule that allows this request, ready to paste into a (Cluster)Role.
+    pub fn rbac_rule(&self) -> String {
+        let scope = match &self.namespace {
+            Some(ns) => format!("a Role in namespace {ns} (or a ClusterRole)"),
+            None => "a ClusterRole (cluster-wide)".to_string(),
+        };
+        format!(
+            "{{apiGroups: [\"{}\"], resources: [\"{}\"], verbs: [\"{}\"]}} in {scope}",
+            self.group, self.resource, self.verb
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_of_path() {
+        let r = Resource::of_path("/api/v1/pods");
+        assert_eq!(
+            (r.group.as_str(), r.resource.as_str(), r.namespace, r.verb),
+            ("", "pods", None, "list")
+        );
+        let r = Resource::of_path("/api/v1/namespaces/openebs/pods");
+        assert_eq!(r.namespace.as_deref(), Some("openebs"));
+        assert_eq!(r.resource, "pods");
+        let r = Resource::of_path("/apis/storage.k8s.io/v1/volumeattachments");
+        assert_eq!(
+            (r.group.as_str(), r.resource.as_str()),
+            ("storage.k8s.io", "volumeattachments")
+        );
+        let r = Resource::of_path("/api/v1/namespaces/kube-system/configmaps/x");
+        assert_eq!((r.resource.as_str(), r.verb), ("configmaps", "get"));
+        assert_eq!(
+            Resource::of_path("/api/v1/namespaces/media/events").rbac_rule(),
+            "{apiGroups: [\"\"], resources: [\"events\"], verbs: [\"list\"]} in a Role in namespace media (or a ClusterRole)"
+        );
+    }
+
+    #[test]
+    fn continue_tokens_are_not_shown() {
+        assert_eq!(
+            show_request(
+                "/api/v1/pods",
+                &[("limit", "500"), ("continue", "secretish")]
+            ),
+            "/api/v1/pods?limit=500&continue=…"
+        );
+    }
+}

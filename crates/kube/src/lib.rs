@@ -1,0 +1,318 @@
+//! A small blocking Kubernetes API client for the checks.
+//!
+//! - [`config`]: where the credentials come from (`--kubeconfig`, `$KUBECONFIG`, in-cluster, the
+//!   node's microk8s/k3s/kubeadm files, `~/.kube/config`) and what they say;
+//! - [`Client`]: GET and paginated, streamed lists, each request bounded by the check's deadline,
+//!   failures as [`plugin::Unknown`] with the HTTP status and a hint (401, 403 with the RBAC rule, …);
+//! - [`types`]: compact typed subsets of Pod, PersistentVolume, VolumeAttachment, Event;
+//! - [`args`]: the shared options (`--kubeconfig`, `--context`, `--node`, `--pods-json`, `--pvs-json`);
+//! - [`load_pods_json`]/[`load_pvs_json`]: the same objects from `kubectl get … -o json` files.
+//!
+//! Typical use in a check's `gather`:
+//! ```ignore
+//! let filter = kube::PodFilter { node: Some(self.node.name()?), ..Default::default() };
+//! let mut pods = Vec::new();
+//! match &self.pods.pods_json {
+//!     Some(p) => kube::load_pods_json(p, &filter, |pod| pods.push(pod))?,
+//!     None => kube::connect(&self.api, ctx)?.list_pods(&filter, |pod| pods.push(pod))?,
+//! };
+//! ```
+
+pub mod args;
+pub mod client;
+pub mod config;
+pub mod list;
+pub mod selector;
+pub mod time;
+pub mod types;
+
+pub use args::{ApiArgs, NodeArg, PodsJsonArg, PvsJsonArg};
+pub use client::{Client, ListParams, Resource};
+pub use config::{Auth, Config, Lookup, Source};
+pub use selector::Selector;
+pub use time::Time;
+pub use types::{Event, PersistentVolume, Pod, VolumeAttachment};
+
+use plugin::{Ctx, Unknown};
+use serde::de::DeserializeOwned;
+use std::io::BufReader;
+use std::path::Path;
+
+/// Find the configuration as the options and environment say, build a client bound to the
+/// check's deadline, and tell `-vv` which source was used (never a secret).
+pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
+    ctx.stage("reading the kubeconfig");
+    let lookup = Lookup::from_env(api.kubeconfig.clone(), api.context.clone());
+    let mut notes = Vec::new();
+    let cfg = lookup.resolve(&mut notes);
+    for n in &notes {
+        ctx.debug(format!("kube config lookup: {n}"));
+    }
+    let cfg = cfg?;
+    if matches!(cfg.source, Source::Env(_)) {
+        ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
+    }
+    let client = Client::new(&cfg, ctx.deadline())?;
+    ctx.debug(format!("kube config: {}", client.description));
+    Ok(client)
+}
+
+/// Which pods a check wants: applied as API selectors and again locally (so `--pods-json` input
+/// is filtered exactly the same way).
+#[derive(Debug, Clone, Default)]
+pub struct PodFilter {
+    /// Namespaces to read (empty: all).
+    pub namespaces: Vec<String>,
+    /// Only pods bound to this node (`spec.nodeName`).
+    pub node: Option<String>,
+    /// Only pods whose labels match.
+    pub labels: Option<Selector>,
+}
+
+impl PodFilter {
+    pub fn matches(&self, p: &Pod) -> bool {
+        (self.namespaces.is_empty() || self.namespaces.contains(&p.metadata.namespace))
+            && self
+                .node
+                .as_ref()
+                .is_none_or(|n| p.spec.node_name.as_deref() == Some(n.as_str()))
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|s| s.matches(&p.metadata.labels))
+    }
+
+    /// Human description: "on node k8s03 in namespaces a, b".
+    pub fn describe(&self) -> String {
+        let mut s = match &self.node {
+            Some(n) => format!("on node {n}"),
+            None => "on all nodes".to_string(),
+        };
+        if !self.namespaces.is_empty() {
+            s.push_str(&format!(
+                " in namespace{} {}",
+                if self.namespaces.len() > 1 { "s" } else { "" },
+                self.namespaces.join(", ")
+            ));
+        }
+        if let Some(l) = self.labels.as_ref().filter(|l| !l.is_empty()) {
+            s.push_str(&format!(" matching {}", l.as_str()));
+        }
+        s
+    }
+}
+
+impl Client {
+    /// List the pods `filter` selects, page by page, calling `f` for each. Returns the count.
+    pub fn list_pods(&self, filter: &PodFilter, mut f: impl FnMut(Pod)) -> Result<usize, Unknown> {
+        let params = ListParams {
+            label_selector: filter.labels.as_ref().map(|s| s.as_str().to_string()),
+            field_selector: filter.node.as_ref().map(|n| format!("spec.nodeName={n}")),
+            limit: 0,
+        };
+        let mut n = 0;
+        let mut take = |p: Pod| {
+            if filter.matches(&p) {
+                n += 1;
+                f(p)
+            }
+        };
+        if filter.namespaces.is_empty() {
+            self.list("/api/v1/pods", &params, &mut take)?;
+        } else {
+            for ns in &filter.namespaces {
+                self.list(&format!("/api/v1/namespaces/{ns}/pods"), &params, &mut take)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// All PersistentVolumes.
+    pub fn list_pvs(&self, f: impl FnMut(PersistentVolume)) -> Result<usize, Unknown> {
+        self.list("/api/v1/persistentvolumes", &ListParams::default(), f)
+    }
+
+    /// All VolumeAttachments (storage.k8s.io/v1).
+    pub fn list_volume_attachments(
+        &self,
+        f: impl FnMut(VolumeAttachment),
+    ) -> Result<usize, Unknown> {
+        self.list(
+            "/apis/storage.k8s.io/v1/volumeattachments",
+            &ListParams::default(),
+            f,
+        )
+    }
+
+    /// Core events about one object (`involvedObject.kind/name`) in `namespace`.
+    pub fn events_for(
+        &self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<Vec<Event>, Unknown> {
+        let mut out = Vec::new();
+        self.list(
+            &format!("/api/v1/namespaces/{namespace}/events"),
+            &ListParams {
+                field_selector: Some(format!(
+                    "involvedObject.kind={kind},involvedObject.name={name}"
+                )),
+                ..Default::default()
+            },
+            |e: Event| {
+                if e.involved_object.name == name {
+                    out.push(e)
+                }
+            },
+        )?;
+        Ok(out)
+    }
+}
+
+/// Read a list document (`kubectl get … -o json`) from `path` (`-`: stdin), streaming each item
+/// to `f` through the same typed path the API uses. Returns the number of items.
+pub fn read_json_list<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    f: impl FnMut(T),
+) -> Result<usize, Unknown> {
+    let shown = if path == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let res = if path == Path::new("-") {
+        list::read_list(
+            BufReader::with_capacity(64 * 1024, std::io::stdin().lock()),
+            f,
+        )
+    } else {
+        let file = std::fs::File::open(path)
+            .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
+        list::read_list(BufReader::with_capacity(64 * 1024, file), f)
+    };
+    let meta = res.map_err(|e| {
+        let kind = if e.is_eof() {
+            "truncated JSON"
+        } else {
+            "invalid JSON"
+        };
+        Unknown(format!("cannot parse {what} {shown}: {kind}: {e}"))
+    })?;
+    if !meta.had_items {
+        return Err(Unknown(format!(
+            "{what} {shown} is not a list (kind '{}'): give the output of `kubectl get … -o json` for several objects",
+            meta.kind
+        )));
+    }
+    Ok(meta.items)
+}
+
+/// Pods from `--pods-json FILE|-` (`kubectl get pods -A -o json`), filtered like the API would.
+/// Returns the number of pods passed to `f`.
+pub fn load_pods_json(
+    path: &Path,
+    filter: &PodFilter,
+    mut f: impl FnMut(Pod),
+) -> Result<usize, Unknown> {
+    let mut n = 0;
+    read_json_list(path, "--pods-json", |p: Pod| {
+        if filter.matches(&p) {
+            n += 1;
+            f(p)
+        }
+    })?;
+    Ok(n)
+}
+
+/// PersistentVolumes from `--pvs-json FILE|-` (`kubectl get pv -o json`).
+pub fn load_pvs_json(path: &Path, f: impl FnMut(PersistentVolume)) -> Result<usize, Unknown> {
+    read_json_list(path, "--pvs-json", f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("kube-lib-test-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn pods_json_is_filtered_like_the_api() {
+        let p = tmpfile(
+            "pods.json",
+            r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[
+              {"metadata":{"name":"a","namespace":"openebs","labels":{"openebs.io/component":"jiva-replica"}},"spec":{"nodeName":"k8s01"}},
+              {"metadata":{"name":"b","namespace":"openebs"},"spec":{"nodeName":"k8s02"}},
+              {"metadata":{"name":"c","namespace":"media"},"spec":{"nodeName":"k8s01"}},
+              {"metadata":{"name":"d","namespace":"media"},"spec":{}}]}"#,
+        );
+        let names = |f: PodFilter| {
+            let mut v = vec![];
+            let n = load_pods_json(&p, &f, |p| v.push(p.metadata.name)).unwrap();
+            assert_eq!(n, v.len());
+            v
+        };
+        assert_eq!(names(PodFilter::default()), ["a", "b", "c", "d"]);
+        assert_eq!(
+            names(PodFilter {
+                node: Some("k8s01".into()),
+                ..Default::default()
+            }),
+            ["a", "c"]
+        );
+        assert_eq!(
+            names(PodFilter {
+                namespaces: vec!["media".into()],
+                ..Default::default()
+            }),
+            ["c", "d"]
+        );
+        let sel = Selector::parse("openebs.io/component=jiva-replica").unwrap();
+        assert_eq!(
+            names(PodFilter {
+                labels: Some(sel),
+                ..Default::default()
+            }),
+            ["a"]
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn pvs_json_and_bad_files() {
+        let p = tmpfile(
+            "pvs.json",
+            r#"{"apiVersion":"v1","kind":"List","items":[{"metadata":{"name":"pvc-1"},"spec":{"csi":{"driver":"jiva.csi.openebs.io","volumeHandle":"pvc-1"}}}]}"#,
+        );
+        let mut v = vec![];
+        assert_eq!(load_pvs_json(&p, |pv| v.push(pv)).unwrap(), 1);
+        assert_eq!(v[0].spec.csi.as_ref().unwrap().volume_handle, "pvc-1");
+        std::fs::write(&p, r#"{"items":[{"metadata":{"name":"pvc-1"}"#).unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("--pvs-json") && e.0.contains("truncated JSON"),
+            "{e}"
+        );
+        std::fs::write(
+            &p,
+            r#"{"kind":"PersistentVolume","metadata":{"name":"pvc-1"}}"#,
+        )
+        .unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("is not a list (kind 'PersistentVolume')"),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
+        let e = load_pvs_json(&p, |_| {}).unwrap_err();
+        assert!(
+            e.0.contains("cannot read --pvs-json") && e.0.contains("ENOENT"),
+            "{e}"
+        );
+    }
+}

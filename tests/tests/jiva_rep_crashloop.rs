@@ -1,0 +1,225 @@
+//! check_jiva_rep_crashloop end to end: the incident's crash-looping `*-jiva-rep-1` through
+//! `kubectl get pods -o json` and through the loopback API server.
+
+use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, Rep};
+use e2e::apiserver::{ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::{Cmd, Output};
+use std::time::Duration;
+
+const NAME: &str = "JIVA_REP_CRASHLOOP";
+const BIN: &str = "check_jiva_rep_crashloop";
+const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
+const DAY: i64 = 86400;
+
+fn check(args: &[&str]) -> Output {
+    Cmd::check(BIN)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .args(args)
+        .run()
+}
+
+fn incident() -> Vec<serde_json::Value> {
+    vec![
+        jiva_replica(PV, 0, "k8s01", 60 * DAY, Rep::Healthy),
+        jiva_replica(
+            PV,
+            1,
+            "k8s03",
+            60 * DAY,
+            Rep::CrashLoop {
+                restarts: 92,
+                unready_secs: 14 * DAY,
+            },
+        ),
+        jiva_replica(PV, 2, "k8s02", 60 * DAY, Rep::Healthy),
+        // Not replicas: the operator, a controller, and a workload elsewhere.
+        running(
+            "openebs",
+            "openebs-jiva-operator-5d8f7c9b6-qwert",
+            "k8s01",
+            60 * DAY,
+        ),
+        running(
+            "openebs",
+            &format!("{PV}-jiva-ctrl-6b7c9d8f5-abcde"),
+            "k8s02",
+            3600,
+        ),
+        running("media", "radarr-0", "k8s02", 3600),
+    ]
+}
+
+#[test]
+fn the_incident_replica_pages_via_pods_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("pods.json");
+    std::fs::write(
+        &p,
+        serde_json::to_vec_pretty(&kubectl_list(incident())).unwrap(),
+    )
+    .unwrap();
+    let out = check(&["--pods-json", p.to_str().unwrap()]);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line().starts_with(&format!("{NAME} CRITICAL - {PV}-jiva-rep-1 crash-looping (92 restarts, unhealthy 14d); {PV}: 2/3 replicas healthy")),
+        "{out:?}"
+    );
+    assert_eq!(out.perf("replicas"), Some(3.0));
+    assert_eq!(out.perf("crashlooping"), Some(1.0));
+    assert_eq!(out.perf("max_restarts"), Some(92.0));
+    assert_eq!(out.perf("degraded_volumes"), Some(1.0));
+    assert!(out.stdout.contains(&format!("[CRITICAL] openebs/{PV}-jiva-rep-1 on k8s03: CrashLoopBackOff, 92 restarts, unhealthy 14d, last exit 1 (Error)")), "{out:?}");
+    assert!(
+        out.stdout.contains(&format!(
+            "[WARNING] {PV}: 2/3 replicas healthy (degraded redundancy)"
+        )),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_healthy_volume_is_ok() {
+    let pods: Vec<_> = (0..3)
+        .map(|i| jiva_replica(PV, i, &format!("k8s0{}", i + 1), 30 * DAY, Rep::Healthy))
+        .collect();
+    let doc = serde_json::to_vec(&kubectl_list(pods)).unwrap();
+    let out = Cmd::check(BIN)
+        .args(["--pods-json", "-", "-v"])
+        .stdin(doc)
+        .run();
+    out.assert_status(NAME, 0);
+    assert!(
+        out.first_line()
+            .contains("3 replicas of 1 volumes healthy in namespace openebs"),
+        "{out:?}"
+    );
+    assert_eq!(out.perf("crashlooping"), Some(0.0));
+    assert_eq!(out.perf("degraded_volumes"), Some(0.0));
+    assert!(
+        out.stdout.contains(&format!(
+            "[OK] openebs/{PV}-jiva-rep-0 on k8s01: Ready, 0 restarts"
+        )),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_recent_short_crash_loop_warns_and_the_majority_rule_pages() {
+    let pods = vec![
+        jiva_replica(PV, 0, "k8s01", DAY, Rep::Healthy),
+        jiva_replica(
+            PV,
+            1,
+            "k8s02",
+            DAY,
+            Rep::CrashLoop {
+                restarts: 2,
+                unready_secs: 300,
+            },
+        ),
+        jiva_replica(PV, 2, "k8s03", DAY, Rep::Healthy),
+    ];
+    let out = Cmd::check(BIN)
+        .args(["--pods-json", "-"])
+        .stdin(serde_json::to_vec(&kubectl_list(pods.clone())).unwrap())
+        .run();
+    out.assert_status(NAME, 1);
+    let mut lost = pods;
+    lost[2] = jiva_replica(
+        PV,
+        2,
+        "k8s03",
+        DAY,
+        Rep::CrashLoop {
+            restarts: 1,
+            unready_secs: 60,
+        },
+    );
+    let out = Cmd::check(BIN)
+        .args(["--pods-json", "-"])
+        .stdin(serde_json::to_vec(&kubectl_list(lost)).unwrap())
+        .run();
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains(&format!("{PV}: 1/3 replicas healthy")),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("no healthy majority"), "{out:?}");
+}
+
+#[test]
+fn api_token_client_cert_and_pagination() {
+    let s = ApiServer::start();
+    let mut pods = incident();
+    // 200 more healthy volumes: 600 replicas, two pages.
+    for v in 0..200 {
+        for i in 0..3 {
+            pods.push(jiva_replica(
+                &format!("pvc-{v:08x}-0000-4000-8000-000000000000"),
+                i,
+                "k8s01",
+                DAY,
+                Rep::Healthy,
+            ));
+        }
+    }
+    s.set("pods", pods);
+    for kc in [
+        s.kubeconfig(KubeCa::Inline, KubeAuth::Token("jiva-token".into())),
+        s.kubeconfig(KubeCa::File, KubeAuth::CertFiles("nagios".into())),
+    ] {
+        let before = s.requests().len();
+        let out = check(&["--kubeconfig", kc.to_str().unwrap()]);
+        out.assert_status(NAME, 2);
+        assert_eq!(out.perf("replicas"), Some(603.0));
+        assert_eq!(out.perf("degraded_volumes"), Some(1.0));
+        let reqs = &s.requests()[before..];
+        assert_eq!(reqs.len(), 2, "two pages: {reqs:?}");
+        assert!(reqs
+            .iter()
+            .all(|r| r.path == "/api/v1/namespaces/openebs/pods" && r.user.is_some()));
+        assert!(reqs[1].q("continue").is_some());
+    }
+}
+
+#[test]
+fn api_errors_are_unknown() {
+    let s = ApiServer::start();
+    s.set("pods", incident());
+    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t".into()));
+    let kc = kc.to_str().unwrap();
+    for (fault, wants) in [
+        (
+            Fault::Http(403),
+            vec![
+                "HTTP 403",
+                "resources: [\"pods\"], verbs: [\"list\"]} in a Role in namespace openebs",
+                "in the namespace \"openebs\"",
+            ],
+        ),
+        (Fault::Http(401), vec!["HTTP 401", "credentials rejected"]),
+        (Fault::Http(500), vec!["HTTP 500"]),
+        (Fault::Truncated, vec!["truncated JSON"]),
+        (Fault::Garbage, vec!["invalid JSON"]),
+        (Fault::Slow(Duration::from_secs(30)), vec!["timed out"]),
+    ] {
+        s.heal();
+        s.fail(fault.clone());
+        let out = check(&["--kubeconfig", kc, "-t", "2"]);
+        out.assert_status(NAME, 3);
+        for w in wants {
+            assert!(
+                out.first_line().contains(w),
+                "{fault:?}: want {w:?} in {out:?}"
+            );
+        }
+        assert!(
+            out.elapsed < Duration::from_secs(7),
+            "{fault:?}: took {:?}",
+            out.elapsed
+        );
+    }
+}
