@@ -5,6 +5,8 @@
 //! static nrpe.d file against the role's rendering, lint/syntax and argument-spec validation, and
 //! the Icinga 2 definitions through the real `icinga2 daemon -C`.
 
+use e2e::apiserver::fixtures::{self, Rep};
+use e2e::apiserver::{ApiServer, KubeAuth, KubeCa};
 use e2e::{
     all_checks, bin_dir, need_root, need_tool, workspace_root, Cmd, KubeletTree, Ns, Output,
 };
@@ -190,19 +192,23 @@ impl Drop for Machine {
     }
 }
 
-/// A kubeconfig whose API server is a closed loopback port: the API checks must say they cannot
-/// reach it (this machine has no Kubernetes).
-fn dead_api_kubeconfig() -> (String, u16) {
-    let port = free_port();
-    let kc = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: checks\n  user:\n    token: not-a-real-token-0123456789\ncontexts:\n- name: dead\n  context:\n    cluster: dead\n    user: checks\ncurrent-context: dead\n"
-    );
-    (kc, port)
-}
+/// The checks that only talk to the Kubernetes API.
+const API_CHECKS: [&str; 4] = [
+    "check_stuck_scheduled",
+    "check_jiva_rep_crashloop",
+    "check_watch_cache",
+    "check_stuck_terminating",
+];
+/// The node name the role configures (`--node`) and the test API server's pods use.
+const NODE: &str = "worker-04";
+const STUCK_POD: &str = "llmsafespaces/ws-b70553ae";
+const JIVA_PV: &str = "pvc-0f3a9c1e";
 
-/// What each check must answer through NRPE on this machine (no Kubernetes, no kubelet, no
-/// iSCSI; the kubelet root given to the node checks is an empty directory only root can enter).
-fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
+/// What each check must answer through NRPE on this machine: no kubelet, no iSCSI; a PV under a
+/// root-only kubelet root; a journal with one kubelet volume failure; the API server either the
+/// test's loopback server (`api_live`: one pod stuck after scheduling on NODE, one crash-looping
+/// Jiva replica) or gone (this machine has no Kubernetes).
+fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) {
     let name = status_name(check);
     out.assert_protocol(&name);
     let line = out.first_line().to_string();
@@ -250,14 +256,20 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16) {
             out.assert_status(&name, 0);
             assert!(line.contains("no iSCSI sessions"), "{line}");
         }
-        // The API checks cannot reach the (dead) API server and say so.
-        "check_stuck_scheduled"
-        | "check_jiva_rep_crashloop"
-        | "check_watch_cache"
-        | "check_stuck_terminating" => {
+        // Through the installed kubeconfig (root:nagios 0440), as nagios, to the live server.
+        "check_stuck_scheduled" if api_live => {
+            out.assert_status(&name, 2);
+            assert!(line.contains(STUCK_POD), "{line}");
+        }
+        "check_jiva_rep_crashloop" if api_live => {
+            assert!(out.code == 1 || out.code == 2, "{line}");
+            assert!(out.stdout.contains(JIVA_PV), "{line}");
+        }
+        // No API server: UNKNOWN naming the address the kubeconfig gave (so it was read).
+        c if API_CHECKS.contains(&c) && !api_live => {
             out.assert_status(&name, 3);
             assert!(
-                line.contains(&api) || lower.contains("connect"),
+                line.contains(&api) && !lower.contains("cannot read kubeconfig"),
                 "{check} should name the unreachable API server: {line}"
             );
         }
@@ -405,7 +417,33 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         ))
         .run();
     assert_eq!(chgrp.code, 0, "{chgrp:?}");
-    let (kubeconfig, api_port) = dead_api_kubeconfig();
+    // The test's loopback API server: one pod stuck after scheduling on NODE (the incident's
+    // workspace pod), a Jiva volume with a crash-looping replica.
+    let api = ApiServer::start();
+    api.set(
+        "pods",
+        vec![
+            fixtures::scheduled_no_status("llmsafespaces", "ws-b70553ae", NODE, 11 * 60),
+            fixtures::running("media", "radarr-0", NODE, 86400),
+            fixtures::jiva_replica(JIVA_PV, 0, NODE, 86400, Rep::Healthy),
+            fixtures::jiva_replica(JIVA_PV, 1, "worker-05", 86400, Rep::Healthy),
+            fixtures::jiva_replica(
+                JIVA_PV,
+                2,
+                "worker-06",
+                86400,
+                Rep::CrashLoop {
+                    restarts: 14,
+                    unready_secs: 3600,
+                },
+            ),
+        ],
+    );
+    let api_port = api.addr().port();
+    let kubeconfig = std::fs::read_to_string(
+        api.kubeconfig(KubeCa::Inline, KubeAuth::Token("deploy-test-token".into())),
+    )
+    .unwrap();
     let (cluster_checks, node_checks): (Vec<&String>, Vec<&String>) = checks
         .iter()
         .partition(|c| CLUSTER_WIDE.contains(&c.as_str()));
@@ -416,6 +454,7 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         "k8s_storage_checks_cluster_checks": cluster_checks,
         "k8s_storage_checks_kubelet_roots": [kroot],
         "k8s_storage_checks_kubeconfig_content": kubeconfig,
+        "k8s_storage_checks_node_name": NODE,
         // No init system runs here: the test starts its own NRPE daemon instead.
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_textfile_enabled": true,
@@ -496,7 +535,7 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             ])
             .run();
         println!("{c} (exit {}): {}", out.code, out.first_line());
-        assert_answer_here(c, &out, api_port);
+        assert_answer_here(c, &out, api_port, true);
         // Consistent with running the same command line directly as nagios.
         let direct = ns
             .cmd("setpriv")
@@ -559,6 +598,41 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             .run();
         assert_ne!(out.code, 0, "without CAP_DAC_READ_SEARCH: {out:?}");
         assert!(out.stdout.contains("EACCES"), "{out:?}");
+    }
+    // The API checks authenticated with the installed kubeconfig's token.
+    if checks.iter().any(|c| API_CHECKS.contains(&c.as_str())) {
+        let reqs = api.requests();
+        assert!(
+            !reqs.is_empty() && reqs.iter().all(|r| r.user.is_some()),
+            "{reqs:?}"
+        );
+    }
+    // Without the API server (this machine has no Kubernetes): clear UNKNOWNs.
+    drop(api);
+    let until = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", api_port)).is_ok() {
+        assert!(Instant::now() < until, "the test API server still listens");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for c in checks.iter().filter(|c| API_CHECKS.contains(&c.as_str())) {
+        let out = Cmd::new(CHECK_NRPE)
+            .args([
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "30",
+                "-c",
+                c,
+            ])
+            .run();
+        println!(
+            "{c} without API server (exit {}): {}",
+            out.code,
+            out.first_line()
+        );
+        assert_answer_here(c, &out, api_port, false);
     }
     // An undefined command is refused by NRPE, not silently OK.
     let none = Cmd::new(CHECK_NRPE)
