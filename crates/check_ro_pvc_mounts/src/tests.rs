@@ -74,6 +74,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         volumes,
         kernel: Some(kernel),
         roots: roots(),
+        can_read_all: true,
     }
 }
 
@@ -297,4 +298,22 @@ fn block_mode_volume_with_ro_device_is_critical() {
     let r = evaluate(&d, &default_t());
     assert_eq!(r.status, Status::Critical);
     assert!(r.findings[0].text.contains("block device sdg"));
+}
+
+#[test]
+fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Open,
+        errno: node::probe::Errno::EACCES,
+    });
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Critical);
+    d.can_read_all = false;
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.notes[0].contains("permission denied (grant CAP_DAC_READ_SEARCH"),
+        "{:?}",
+        r.notes
+    );
 }

@@ -143,6 +143,19 @@ impl Host {
     }
 }
 
+/// Whether this process holds a capability in its effective set (`/proc/self/status` CapEff);
+/// e.g. 2 = CAP_DAC_READ_SEARCH, 1 = CAP_DAC_OVERRIDE, 34 = CAP_SYSLOG.
+pub fn has_capability(bit: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| bit < 64 && caps & (1u64 << bit) != 0)
+}
+
 /// Parse a kernel release like `5.4.0-231-generic` or `6.14.8` into (major, minor, patch).
 pub fn parse_kernel_version(release: &str) -> Option<(u32, u32, u32)> {
     let core = release
