@@ -277,7 +277,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             f = f.detail(format!(
                 "last {}{ago}: {}",
                 e.reason,
-                plugin::render::truncate(&e.message, 400)
+                plugin::render::truncate(&e.message, 700)
             ));
             if let Some(path) = failed_mount_path(&e.message, &t.uid) {
                 f = f.detail(format!(
