@@ -152,6 +152,7 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
 
     // From the API: one PV list, then the pods of the claim's namespace only.
     let out = run(&ns, &tree, &["--kubeconfig", kc]);
+    println!("{}", out.stdout);
     out.assert_status(NAME, 2);
     assert!(
         out.stdout
@@ -184,6 +185,7 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
         KubeAuth::Token("t".into()),
     );
     let out = run(&ns, &tree, &["--kubeconfig", down.to_str().unwrap()]);
+    println!("{}", out.stdout);
     out.assert_status(NAME, 2);
     assert!(
         out.first_line()
