@@ -39,7 +39,7 @@ pub const DEFAULT_GRACE: i64 = 30;
     long_about = "Alert on pods wedged in Terminating.\n\n\
 A pod is terminating once it has a deletionTimestamp, which the API sets to the delete request \
 plus the grace period: the moment the pod should be gone. It is wedged when it is still there \
-longer than --warning-after/--critical-after past that moment (a volume teardown that failed \
+longer than --warning-after or --critical-after past that moment (a volume teardown that failed \
 and is never retried, a finalizer nobody removes, a kubelet that cannot kill a container).\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each wedged pod its finalizers and the \
