@@ -145,7 +145,63 @@ def mountinfo_scale(args):
     return s
 
 
-SCENARIOS = {"idle": idle, "mountinfo": mountinfo_scale}
+def kubelet_log(args):
+    import gen_kubelet_log
+
+    mib = int(200 * args.scale)
+    log = OUT / f"kubelet-{mib}MiB.log"
+    if not log.exists():
+        print(f"generating {log} ...", file=sys.stderr)
+        with open(log, "w") as f:
+            gen_kubelet_log.main(mib * 1024 * 1024, f)
+    s = Scenario("kubelet_log", f"check_kubelet_nested_ops over a {mib} MiB kubelet log (0.1 % volume errors)",
+                 "≤ 2× grep -F -c (≈ 50× faster than check_logfiles), memory constant in the log size")
+    s.rounds = max(3, args.rounds // 3)
+    s.add("grep -F -c", ["grep", "-F", "-c", "No retries permitted", str(log)], reference=True)
+    s.add("check_kubelet_nested_ops", check("check_kubelet_nested_ops", "--log-file", str(log), "-t", "120"))
+    clf = "/usr/lib/nagios/plugins/check_logfiles"
+    if os.path.exists(clf):
+        d = OUT / "check_logfiles"
+        s.add("check_logfiles (Perl peer)", ["sh", "-c",
+              f"rm -rf {d}; mkdir -p {d}; exec {clf} --logfile {log} --criticalpattern 'No retries permitted' "
+              f"--tag kubelet --seekfilesdir {d} --protocolsdir {d} --allyoucaneat"])
+    else:
+        s.notes.append("check_logfiles skipped: apt-get install monitoring-plugins-check-logfiles.")
+    state = OUT / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir()
+    subprocess.run(check("check_kubelet_nested_ops", "--log-file", str(log), "--state-dir", str(state), "-t", "120"),
+                   stdout=subprocess.DEVNULL)
+    s.add("check_kubelet_nested_ops --state-dir, log unchanged", check("check_kubelet_nested_ops", "--log-file", str(log), "--state-dir", str(state), "-t", "120"))
+    s.notes.append(f"Log size {log.stat().st_size / 1024 / 1024:.0f} MiB. The --state-dir row runs after a priming run, so it reads nothing new.")
+    return s
+
+
+def pods_json(args):
+    import gen_pods
+
+    n = int(20_000 * args.scale)
+    f = OUT / f"pods-{n}.json"
+    if not f.exists():
+        print(f"generating {f} ...", file=sys.stderr)
+        with open(f, "w") as out:
+            gen_pods.main(n, out)
+    mib = f.stat().st_size / 1024 / 1024
+    s = Scenario("pods_json", f"check_stuck_scheduled --pods-json on {n} pods ({mib:.0f} MiB)",
+                 f"≥ 10× faster than jq, peak memory ≤ 1.2× the input ({1.2 * mib:.0f} MiB)")
+    s.rounds = max(3, args.rounds // 3)
+    rule = ('[.items[] | select(.status.phase == "Pending"'
+            ' and ((.status.conditions // []) | any(.type == "PodScheduled" and .status == "True"))'
+            ' and ((.status.containerStatuses // []) | length == 0)'
+            ' and ((.status.initContainerStatuses // []) | length == 0))] | length')
+    if have("jq"):
+        s.add("jq (same rule)", ["jq", rule, str(f)], reference=True)
+    s.add("check_stuck_scheduled", check("check_stuck_scheduled", "--pods-json", str(f), "--all-nodes", "-t", "120"),
+          reference=not have("jq"))
+    return s
+
+
+SCENARIOS = {"idle": idle, "mountinfo": mountinfo_scale, "kubelet_log": kubelet_log, "pods_json": pods_json}
 
 
 def sizes():

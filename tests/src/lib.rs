@@ -428,3 +428,6 @@ pub fn sha256_hex(s: &str) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+/// bindfs FUSE mounts with known daemons (dead and hung mounts).
+pub mod fuse;

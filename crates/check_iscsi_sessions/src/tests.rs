@@ -565,7 +565,11 @@ fn summary_caps_the_list() {
 #[test]
 fn regex_errors_are_one_line_with_the_reason() {
     let e = parse_regex("(").unwrap_err();
-    assert_eq!(e, "invalid regex '(': unclosed group");
+    assert!(e.starts_with("invalid regex '(': "), "{e}");
+    assert!(
+        !e.contains('\n') && e.len() > "invalid regex '(': ".len(),
+        "{e}"
+    );
     assert!(parse_regex("jiva:pvc-").is_ok());
 }
 

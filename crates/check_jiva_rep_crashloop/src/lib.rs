@@ -90,6 +90,11 @@ pub struct Opts {
     #[command(flatten)]
     pub api: ApiArgs,
 
+    /// Accepted in container mode like every check's (this cluster-wide check reads nothing of
+    /// the host, so it changes nothing)
+    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
+    pub host_root: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub pods: PodsJsonArg,
 }

@@ -139,7 +139,13 @@ pub fn op_kind(err: &str) -> String {
         ("Verify", "Verify"),
         ("NodeExpandVolume", "NodeExpandVolume"),
     ];
-    let head = &err[..err.len().min(200)];
+    // The first 200 bytes, cut on a character boundary (log lines carry any UTF-8; fuzzing found
+    // a cut inside a multi-byte character: see fuzz/FINDINGS.md).
+    let mut cut = err.len().min(200);
+    while !err.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = &err[..cut];
     known
         .iter()
         .filter_map(|(needle, name)| head.find(needle).map(|p| (p, *name)))
@@ -262,6 +268,20 @@ pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn op_kind_cuts_long_errors_on_a_char_boundary() {
+        // Found by fuzzing: byte 200 fell inside a multi-byte character.
+        let err = format!(
+            "GetDeviceMountRefs check failed {}{}",
+            "x".repeat(167),
+            "€€€ the device mount path"
+        );
+        assert!(!err.is_char_boundary(200));
+        assert_eq!(op_kind(&err), "UnmountDevice (GetDeviceMountRefs)");
+        let err = format!("{}€ UnmountVolume.TearDown failed", "y".repeat(199));
+        assert_eq!(op_kind(&err), "volume operation");
+    }
+
     use super::*;
     use node::logs::time::{days_from_civil, FixedTz};
 

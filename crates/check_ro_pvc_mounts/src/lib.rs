@@ -118,6 +118,9 @@ pub struct Volume {
 #[derive(Debug, Clone, Default)]
 pub struct NodeData {
     pub volumes: Vec<Volume>,
+    /// The probes could read any directory (CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE): an
+    /// EACCES then means a broken mount (a FUSE daemon refusing), not our lack of rights.
+    pub can_read_all: bool,
     pub kernel: Option<(u32, u32, u32)>,
     pub roots: Vec<PathBuf>,
 }
@@ -171,6 +174,9 @@ pub fn group(
 /// Read everything the decision needs, under the deadline.
 pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let host = Host::from_option(o.host_root.as_deref());
+    if let Some(problem) = host.access_problem() {
+        return Err(Unknown(problem));
+    }
     let sys = o.sys.clone().unwrap_or_else(|| host.sys());
     let roots = kubelet::roots(&o.kubelet_root, &host);
     if roots.is_empty() {
@@ -265,10 +271,12 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
     ctx.debug(format!("kernel: {kernel:?}"));
+    let can_read_all = node::host::has_capability(2) || node::host::has_capability(1);
     Ok(NodeData {
         volumes,
         kernel,
         roots,
+        can_read_all,
     })
 }
 
@@ -288,7 +296,7 @@ fn in_hidden_ro_window(kernel: Option<(u32, u32, u32)>) -> bool {
 }
 
 /// The decision for one volume. Pure.
-pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>) -> Verdict {
+pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) -> Verdict {
     let has = |o: &str| v.super_options.iter().any(|x| x == o);
     let errors = v.ext4_errors.as_ref().filter(|e| e.count > 0);
     let err_text = errors.map(|e| {
@@ -333,6 +341,15 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>) -> Verdict {
         return Verdict::ReadOnly(with_errors("the filesystem is read-only".into()));
     }
     match &v.probe {
+        Some(Outcome::Failed { errno, .. })
+            if !can_read_all
+                && matches!(
+                    errno,
+                    node::probe::Errno::EACCES | node::probe::Errno::EPERM
+                ) =>
+        {
+            // Our own lack of rights, not the volume's state: evaluate() notes it.
+        }
         Some(Outcome::Failed { stage, errno }) if *errno != node::probe::Errno::ENOENT => {
             let why = match errno {
                 node::probe::Errno::EIO if v.fstype == "xfs" => " (XFS shut down after an error)",
@@ -391,7 +408,7 @@ pub fn wanted(data: &NodeData) -> Wanted {
     let mut w = Wanted::default();
     for v in &data.volumes {
         if matches!(
-            judge(v, data.kernel),
+            judge(v, data.kernel, data.can_read_all),
             Verdict::Writable | Verdict::ReadOnlyByDesign
         ) {
             continue;
@@ -427,7 +444,7 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
     let mut errs = Vec::new();
     let mut findings = Vec::new();
     for v in &data.volumes {
-        let verdict = judge(v, data.kernel);
+        let verdict = judge(v, data.kernel, data.can_read_all);
         let (status, what) = match &verdict {
             Verdict::ReadOnly(why) => {
                 ro.push(short_name(v, names));
@@ -505,6 +522,20 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         format!("{n} PV filesystems writable")
     };
     let mut r = Report::new(status, summary);
+    let denied = data
+        .volumes
+        .iter()
+        .filter(|v| {
+            !data.can_read_all
+                && matches!(&v.probe, Some(Outcome::Failed { errno, .. })
+                    if matches!(errno, node::probe::Errno::EACCES | node::probe::Errno::EPERM))
+        })
+        .count();
+    if denied > 0 {
+        r.notes.push(format!(
+            "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
+        ));
+    }
     r.findings = findings;
     r.sort_findings();
     r.notes.extend(names.notes.iter().cloned());

@@ -74,6 +74,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         volumes,
         kernel: Some(kernel),
         roots: roots(),
+        can_read_all: true,
     }
 }
 
@@ -352,4 +353,22 @@ fn findings_name_pod_and_claim_and_keep_notes() {
     assert_eq!(r.status, Status::Critical);
     assert_eq!(r.summary, "1 of 3 PV filesystems read-only: pvc-a634b9a3");
     assert_eq!(r.notes, ["names not resolved: cannot connect"]);
+}
+
+#[test]
+fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Open,
+        errno: node::probe::Errno::EACCES,
+    });
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Critical);
+    d.can_read_all = false;
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.notes[0].contains("permission denied (grant CAP_DAC_READ_SEARCH"),
+        "{:?}",
+        r.notes
+    );
 }

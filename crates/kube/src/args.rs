@@ -17,22 +17,30 @@ pub struct ApiArgs {
     pub context: Option<String>,
 }
 
-/// `--node NAME`: the node a check is about.
+/// `--node NAME` (and `--host-root DIR`): the node a check is about.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct NodeArg {
-    /// Node name as Kubernetes knows it (default: this host's name)
+    /// Node name as Kubernetes knows it (default: $NODE_NAME in container mode, else this host's name)
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub node: Option<String>,
+
+    /// Where the host's / is mounted when running in a container (e.g. /host): the node name
+    /// then comes from $NODE_NAME or the host's /etc/hostname, not the pod's
+    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
+    pub host_root: Option<PathBuf>,
 }
 
 impl NodeArg {
-    /// `--node`, else this host's hostname (lower-case, as kubelet registers it by default).
+    /// `--node`, else the host's name (lower-case, as kubelet registers it by default): in a
+    /// container (`--host-root`) $NODE_NAME or the host's hostname, never the pod's.
     pub fn name(&self) -> Result<String, plugin::Unknown> {
         match &self.node {
             Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-            _ => node::Host::local().hostname().ok_or_else(|| {
-                plugin::Unknown("cannot tell this host's name: give --node NAME".into())
-            }),
+            _ => node::Host::from_option(self.host_root.as_deref())
+                .hostname()
+                .ok_or_else(|| {
+                    plugin::Unknown("cannot tell this host's name: give --node NAME".into())
+                }),
         }
     }
 }

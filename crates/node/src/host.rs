@@ -72,6 +72,32 @@ impl Host {
         }
     }
 
+    /// In container mode, why the host's mount namespace cannot be entered, if it cannot: reading
+    /// `<root>/proc/1/root` is a ptrace-read of the host's init, which takes CAP_SYS_PTRACE (and,
+    /// on AppArmor nodes, a profile that allows it). Checks that probe host paths can call this
+    /// first, so that a missing privilege reads as such rather than as "no kubelet root found".
+    pub fn access_problem(&self) -> Option<String> {
+        let r = self.root.as_ref()?;
+        let p = r.join("proc/1/root/");
+        match std::fs::metadata(&p) {
+            Ok(_) => None,
+            Err(e) if matches!(e.raw_os_error(), Some(nix::libc::EACCES | nix::libc::EPERM)) => {
+                Some(format!(
+                    "cannot enter the host's mount namespace through {}: {} \
+                     (needs CAP_SYS_PTRACE; on AppArmor nodes also an unconfined profile)",
+                    p.display(),
+                    crate::errtext(&e)
+                ))
+            }
+            Err(e) => Some(format!(
+                "cannot read the host's root {}: {} (is the host's /proc mounted at {}/proc?)",
+                p.display(),
+                crate::errtext(&e),
+                r.display()
+            )),
+        }
+    }
+
     /// `/sys` of the host.
     pub fn sys(&self) -> PathBuf {
         self.file("/sys")
@@ -90,7 +116,20 @@ impl Host {
     }
 
     /// The host's name, as the kubelet uses it for the node name by default.
+    ///
+    /// In a container `<root>/proc/sys/kernel/hostname` is no help: that file shows the UTS
+    /// namespace of the *reader* (the pod's name), not the host's. So container mode takes
+    /// `$NODE_NAME` (the DaemonSet sets it from `spec.nodeName`), then the host's `/etc/hostname`
+    /// through the host's root.
     pub fn hostname(&self) -> Option<String> {
+        if self.root.is_some() {
+            let clean = |s: String| Some(s.trim().to_lowercase()).filter(|s| !s.is_empty());
+            return std::env::var("NODE_NAME").ok().and_then(clean).or_else(|| {
+                std::fs::read_to_string(self.mount_path("/etc/hostname"))
+                    .ok()
+                    .and_then(clean)
+            });
+        }
         let from_file = std::fs::read_to_string(self.file("/proc/sys/kernel/hostname"))
             .ok()
             .map(|s| s.trim().to_lowercase())
@@ -102,6 +141,19 @@ impl Host {
                 .map(|s| s.to_lowercase())
         })
     }
+}
+
+/// Whether this process holds a capability in its effective set (`/proc/self/status` CapEff);
+/// e.g. 2 = CAP_DAC_READ_SEARCH, 1 = CAP_DAC_OVERRIDE, 34 = CAP_SYSLOG.
+pub fn has_capability(bit: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| bit < 64 && caps & (1u64 << bit) != 0)
 }
 
 /// Parse a kernel release like `5.4.0-231-generic` or `6.14.8` into (major, minor, patch).
@@ -147,6 +199,32 @@ mod tests {
                 "/host/proc/1/root/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount"
             )
         );
+    }
+
+    #[test]
+    fn container_hostname_is_the_hosts_not_the_pods() {
+        if std::env::var_os("NODE_NAME").is_some() {
+            return; // the environment decides; covered by the container-mode e2e test
+        }
+        let d = std::env::temp_dir().join(format!("node-host-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("proc/1/root/etc")).unwrap();
+        std::fs::create_dir_all(d.join("proc/sys/kernel")).unwrap();
+        std::fs::write(d.join("proc/sys/kernel/hostname"), "pod-name-xyz\n").unwrap();
+        std::fs::write(d.join("proc/1/root/etc/hostname"), "Worker-04\n").unwrap();
+        assert_eq!(Host::at(&d).hostname().as_deref(), Some("worker-04"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn access_problem_names_a_missing_host_proc() {
+        assert_eq!(Host::local().access_problem(), None);
+        let d = std::env::temp_dir().join(format!("node-host-ap-{}", std::process::id()));
+        let p = Host::at(&d).access_problem().unwrap();
+        assert!(p.contains("No such file or directory (ENOENT)"), "{p}");
+        assert!(p.contains("/proc mounted at"), "{p}");
+        std::fs::create_dir_all(d.join("proc/1/root")).unwrap();
+        assert_eq!(Host::at(&d).access_problem(), None);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_stale_csi_mounts::Opts>()
+}

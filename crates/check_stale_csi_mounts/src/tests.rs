@@ -1,0 +1,711 @@
+//! evaluate on in-memory data: every rule has a test that fails when the rule breaks.
+
+use super::*;
+use cluster::{Attachment, DriverInfo, PodInfo, PvInfo};
+use nix::errno::Errno;
+
+const ROOT: &str = "/var/lib/kubelet";
+const NODE: &str = "worker-04";
+const DRIVER: &str = "driver.longhorn.io";
+
+fn ok() -> Option<Outcome> {
+    Some(Outcome::Answered { is_dir: true })
+}
+
+fn mount(path: &str, dev: (u32, u32), probe: Option<Outcome>) -> CsiMount {
+    let mp = PathBuf::from(format!("{ROOT}/{path}"));
+    let kind = node::kubelet::classify(&mp, &[PathBuf::from(ROOT)])
+        .expect("a kubelet path")
+        .kind;
+    CsiMount {
+        mount_point: mp,
+        kind,
+        major: dev.0,
+        minor: dev.1,
+        source: "/dev/longhorn/x".into(),
+        fstype: "ext4".into(),
+        vol_data: None,
+        vol_data_error: None,
+        selected: true,
+        probe,
+    }
+}
+
+fn pod_mount(uid: &str, pv: &str, dev: (u32, u32), probe: Option<Outcome>) -> CsiMount {
+    let mut m = mount(
+        &format!("pods/{uid}/volumes/kubernetes.io~csi/{pv}/mount"),
+        dev,
+        probe,
+    );
+    m.vol_data = Some(VolData {
+        spec_vol_id: Some(pv.into()),
+        volume_handle: Some(pv.into()),
+        driver_name: Some(DRIVER.into()),
+        node_name: Some(NODE.into()),
+        ..Default::default()
+    });
+    m
+}
+
+/// 1.24+ staging: `plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`.
+fn staging(
+    handle: &str,
+    spec_vol_id: Option<&str>,
+    dev: (u32, u32),
+    probe: Option<Outcome>,
+) -> CsiMount {
+    let hash = node::kubelet::staging_hash(handle);
+    let mut m = mount(
+        &format!("plugins/kubernetes.io/csi/{DRIVER}/{hash}/globalmount"),
+        dev,
+        probe,
+    );
+    m.vol_data = Some(VolData {
+        spec_vol_id: spec_vol_id.map(String::from),
+        volume_handle: Some(handle.into()),
+        driver_name: Some(DRIVER.into()),
+        ..Default::default()
+    });
+    m
+}
+
+fn pod(uid: &str, node: &str) -> PodInfo {
+    PodInfo {
+        uid: uid.into(),
+        namespace: "shop".into(),
+        name: format!("pod-{uid}"),
+        node: Some(node.into()),
+    }
+}
+
+fn pv(name: &str) -> PvInfo {
+    PvInfo {
+        name: name.into(),
+        driver: Some(DRIVER.into()),
+        volume_handle: Some(name.into()),
+    }
+}
+
+fn va(pv: &str, node: &str) -> Attachment {
+    Attachment {
+        pv: pv.into(),
+        node: node.into(),
+        attacher: DRIVER.into(),
+    }
+}
+
+fn full_view(pods: Vec<PodInfo>, pvs: Vec<PvInfo>, vas: Vec<Attachment>) -> ClusterView {
+    ClusterView {
+        api: cluster::ApiUse::NotUsed,
+        node: NODE.into(),
+        pods: Some(pods),
+        pvs: Some(pvs),
+        attachments: Some(vas),
+        drivers: vec![],
+    }
+}
+
+fn data(mounts: Vec<CsiMount>, cluster: ClusterView) -> Data {
+    Data {
+        roots: vec![PathBuf::from(ROOT)],
+        mounts,
+        cluster,
+        probe_timeout: Duration::from_secs(3),
+    }
+}
+
+fn opts(args: &[&str]) -> Opts {
+    let mut argv = vec!["check_stale_csi_mounts"];
+    argv.extend_from_slice(args);
+    Opts::parse_from(argv)
+}
+
+fn perf(r: &Report, label: &str) -> f64 {
+    r.perfdata
+        .iter()
+        .find(|p| p.label == label)
+        .unwrap_or_else(|| panic!("no {label}"))
+        .value
+}
+
+fn problem_texts(r: &Report) -> Vec<String> {
+    r.findings
+        .iter()
+        .filter(|f| f.status != Status::Ok)
+        .map(|f| f.text.clone())
+        .collect()
+}
+
+/// A healthy pair: a staging mount and the pod mount publishing it (same device).
+fn healthy_pair() -> Vec<CsiMount> {
+    vec![
+        staging("pvc-a", Some("pvc-a"), (8, 16), ok()),
+        pod_mount("u-1", "pvc-a", (8, 16), ok()),
+    ]
+}
+
+#[test]
+fn healthy_with_full_view_is_ok_with_stable_perfdata() {
+    let d = data(
+        healthy_pair(),
+        full_view(
+            vec![pod("u-1", NODE)],
+            vec![pv("pvc-a")],
+            vec![va("pvc-a", NODE)],
+        ),
+    );
+    let r = evaluate(&d, &opts(&[]));
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.summary, "2 CSI mounts healthy");
+    let labels: Vec<_> = r.perfdata.iter().map(|p| p.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "csi_mounts",
+            "stale_mounts",
+            "hung_mounts",
+            "orphaned_mounts"
+        ]
+    );
+    assert_eq!(perf(&r, "csi_mounts"), 2.0);
+    assert_eq!(perf(&r, "stale_mounts"), 0.0);
+    assert!(r.findings.iter().all(|f| f.status == Status::Ok));
+}
+
+#[test]
+fn without_cluster_view_the_summary_says_cross_checks_were_skipped() {
+    let d = data(healthy_pair(), ClusterView::local_only(NODE));
+    let r = evaluate(&d, &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.summary.contains("API cross-checks skipped"),
+        "{}",
+        r.summary
+    );
+    let d = data(
+        healthy_pair(),
+        ClusterView {
+            pvs: Some(vec![pv("pvc-a")]),
+            ..ClusterView::local_only(NODE)
+        },
+    );
+    assert!(evaluate(&d, &opts(&[]))
+        .summary
+        .contains("pod cross-check skipped"));
+    let d = data(
+        healthy_pair(),
+        ClusterView {
+            pods: Some(vec![pod("u-1", NODE)]),
+            ..ClusterView::local_only(NODE)
+        },
+    );
+    assert!(evaluate(&d, &opts(&[]))
+        .summary
+        .contains("PV cross-check skipped"));
+}
+
+#[test]
+fn every_corrupted_errno_is_critical_and_enoent_is_not() {
+    for e in [
+        Errno::ENOTCONN,
+        Errno::ESTALE,
+        Errno::EIO,
+        Errno::EACCES,
+        Errno::EHOSTDOWN,
+    ] {
+        let mut ms = healthy_pair();
+        ms[1].probe = Some(Outcome::Failed {
+            stage: node::probe::Stage::Statfs,
+            errno: e,
+        });
+        let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+        assert_eq!(r.status, Status::Critical, "{e:?}");
+        let f = &r
+            .findings
+            .iter()
+            .find(|f| f.status == Status::Critical)
+            .unwrap();
+        assert!(
+            f.text
+                .starts_with("corrupted pod mount /var/lib/kubelet/pods/u-1/"),
+            "{}",
+            f.text
+        );
+        assert!(f.text.contains(&format!("{e:?}")), "{}", f.text);
+        assert!(
+            f.details.iter().any(|d| d.contains("pv pvc-a")
+                && d.contains(DRIVER)
+                && d.contains("pod uid u-1")
+                && d.contains("8:16")),
+            "{f:?}"
+        );
+        assert!(
+            f.details
+                .iter()
+                .any(|d| d
+                    .starts_with("hint: restart the CSI node plugin pod of driver.longhorn.io")),
+            "{f:?}"
+        );
+        assert_eq!(perf(&r, "stale_mounts"), 1.0);
+    }
+    // Unmounted between reading the table and probing: nothing stale.
+    let mut ms = healthy_pair();
+    ms[1].probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: Errno::ENOENT,
+    });
+    assert_eq!(
+        evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[])).status,
+        Status::Ok
+    );
+}
+
+#[test]
+fn other_errnos_and_probe_errors_are_unknown_not_stale() {
+    let mut ms = healthy_pair();
+    ms[0].probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: Errno::ELOOP,
+    });
+    ms[1].probe = Some(Outcome::ProbeError("fork: EAGAIN".into()));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(r.status, Status::Unknown);
+    assert_eq!(perf(&r, "stale_mounts"), 0.0);
+    assert!(r.summary.contains("2 not probed"), "{}", r.summary);
+}
+
+#[test]
+fn hung_is_critical_with_the_time_it_waited() {
+    let mut ms = healthy_pair();
+    ms[0].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(perf(&r, "hung_mounts"), 1.0);
+    let t = problem_texts(&r);
+    assert_eq!(t.len(), 1);
+    assert!(
+        t[0].starts_with("hung staging mount ") && t[0].ends_with("no answer in 3s"),
+        "{}",
+        t[0]
+    );
+    assert!(
+        r.summary.starts_with("1 of 2 CSI mounts stale: 1 hung"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn orphaned_pod_mount_needs_the_pod_list_and_filters_by_node() {
+    let ms = healthy_pair();
+    // The pod exists, but on another node: orphaned here.
+    let view = full_view(
+        vec![pod("u-1", "worker-01"), pod("u-9", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", NODE)],
+    );
+    let r = evaluate(&data(ms.clone(), view), &opts(&[]));
+    assert_eq!(r.status, Status::Critical, "{r:?}");
+    assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.status == Status::Critical)
+        .unwrap();
+    assert!(
+        f.text.contains("orphaned pod mount") && f.text.contains("runs on node worker-01"),
+        "{}",
+        f.text
+    );
+    assert!(
+        f.details
+            .iter()
+            .any(|d| d.starts_with("hint: umount '/var/lib/kubelet/pods/u-1/")),
+        "{f:?}"
+    );
+    // Absent from the list altogether.
+    let view = full_view(
+        vec![pod("u-9", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", NODE)],
+    );
+    let r = evaluate(&data(ms.clone(), view), &opts(&[]));
+    assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
+    assert!(problem_texts(&r)[0].contains("pod u-1 is not a pod of node worker-04"));
+    // Without a pod list nothing is orphaned.
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(perf(&r, "orphaned_mounts"), 0.0);
+}
+
+#[test]
+fn a_pod_list_without_pods_on_this_node_is_unknown_not_all_orphaned() {
+    let view = full_view(vec![pod("u-1", "worker-01")], vec![pv("pvc-a")], vec![]);
+    let r = evaluate(&data(healthy_pair(), view), &opts(&[]));
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary.contains("no pod on node 'worker-04'") && r.summary.contains("worker-01"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn staging_of_a_deleted_pv_is_critical() {
+    let ms = vec![staging("pvc-81b676e6", Some("pvc-81b676e6"), (8, 32), ok())];
+    let r = evaluate(
+        &data(
+            ms,
+            full_view(vec![pod("u-9", NODE)], vec![pv("pvc-a")], vec![]),
+        ),
+        &opts(&[]),
+    );
+    assert_eq!(r.status, Status::Critical);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.status == Status::Critical)
+        .unwrap();
+    assert!(
+        f.text.contains("PV pvc-81b676e6 no longer exists"),
+        "{}",
+        f.text
+    );
+    assert!(
+        f.details.iter().any(|d| d == "also: unpublished staging"),
+        "{f:?}"
+    );
+    assert!(
+        f.details
+            .iter()
+            .any(|d| d.starts_with("hint: restart the kubelet")),
+        "{f:?}"
+    );
+    assert_eq!(perf(&r, "stale_mounts"), 1.0);
+}
+
+#[test]
+fn staging_without_attachment_here_is_critical_only_for_attaching_drivers() {
+    let ms = healthy_pair();
+    // A VolumeAttachment of the PV to another node only.
+    let view = full_view(
+        vec![pod("u-1", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", "worker-01")],
+    );
+    let r = evaluate(&data(ms.clone(), view.clone()), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert!(problem_texts(&r)[0].contains("no VolumeAttachment of PV pvc-a to node worker-04"));
+    // The CSIDriver says it never attaches: no rule.
+    let mut v2 = view.clone();
+    v2.drivers = vec![DriverInfo {
+        name: DRIVER.into(),
+        attach_required: false,
+    }];
+    assert_eq!(
+        evaluate(&data(ms.clone(), v2), &opts(&[])).status,
+        Status::Ok
+    );
+    // No VolumeAttachment of that driver anywhere and no CSIDriver: cannot tell, no rule.
+    let mut v3 = view;
+    v3.attachments = Some(vec![]);
+    assert_eq!(evaluate(&data(ms, v3), &opts(&[])).status, Status::Ok);
+}
+
+#[test]
+fn unpublished_staging_is_a_warning() {
+    let ms = vec![staging("pvc-a", Some("pvc-a"), (8, 16), ok())];
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(r.status, Status::Warning);
+    assert!(problem_texts(&r)[0].starts_with("unpublished staging mount "));
+    assert_eq!(perf(&r, "stale_mounts"), 1.0);
+}
+
+#[test]
+fn staging_is_published_by_device_or_by_pv_name() {
+    // Same device, different names (PV name only known through the pod mount).
+    let ms = vec![
+        staging("handle-1", None, (0, 52), ok()),
+        pod_mount("u-1", "pvc-b", (0, 52), ok()),
+    ];
+    let d = data(ms, ClusterView::local_only(NODE));
+    let ids = identify(&d.mounts, &d.cluster);
+    assert_eq!(ids[0].pv.as_deref(), Some("pvc-b"));
+    assert_eq!(ids[0].pv_from, "pod mount");
+    assert_eq!(evaluate(&d, &opts(&[])).status, Status::Ok);
+    // Different device (e.g. NFS mounted twice), same PV.
+    let ms = vec![
+        staging("pvc-c", Some("pvc-c"), (0, 60), ok()),
+        pod_mount("u-1", "pvc-c", (0, 61), ok()),
+    ];
+    assert_eq!(
+        evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[])).status,
+        Status::Ok
+    );
+}
+
+#[test]
+fn staging_pv_from_the_pv_list_by_hash_then_the_handle() {
+    // No specVolID, no pod mount: the PV whose sha256(volumeHandle) names the directory.
+    let mut m = staging("vol-123", None, (8, 48), ok());
+    m.vol_data = None;
+    let view = full_view(
+        vec![pod("u-9", NODE)],
+        vec![PvInfo {
+            name: "pvc-z".into(),
+            driver: Some(DRIVER.into()),
+            volume_handle: Some("vol-123".into()),
+        }],
+        vec![],
+    );
+    let ids = identify(std::slice::from_ref(&m), &view);
+    assert_eq!(
+        (ids[0].pv.as_deref(), ids[0].pv_from),
+        (Some("pvc-z"), "PV list")
+    );
+    // Neither: the volume handle from vol_data.json stands in.
+    let m = staging("vol-123", None, (8, 48), ok());
+    let ids = identify(&[m], &ClusterView::local_only(NODE));
+    assert_eq!(
+        (ids[0].pv.as_deref(), ids[0].pv_from),
+        (Some("vol-123"), "volumeHandle")
+    );
+}
+
+#[test]
+fn old_staging_scheme_and_block_mode() {
+    let ms = vec![
+        mount(
+            "plugins/kubernetes.io/csi/pv/pvc-old/globalmount",
+            (8, 1),
+            ok(),
+        ),
+        mount(
+            "plugins/kubernetes.io/csi/volumeDevices/staging/pvc-blk",
+            (0, 5),
+            ok(),
+        ),
+        mount(
+            "plugins/kubernetes.io/csi/volumeDevices/publish/pvc-blk/u-1",
+            (0, 5),
+            ok(),
+        ),
+    ];
+    let r = evaluate(
+        &data(
+            ms,
+            full_view(
+                vec![pod("u-1", NODE)],
+                vec![pv("pvc-old"), pv("pvc-blk")],
+                vec![],
+            ),
+        ),
+        &opts(&[]),
+    );
+    // The old-scheme staging has no pod mount: unpublished; the block staging is published.
+    assert_eq!(r.status, Status::Warning, "{r:?}");
+    let t = problem_texts(&r);
+    assert_eq!(t.len(), 1);
+    assert!(t[0].contains("pv/pvc-old/globalmount"), "{t:?}");
+}
+
+#[test]
+fn include_and_exclude_match_mount_point_pv_or_driver() {
+    let ms = healthy_pair();
+    let ids = identify(&ms, &ClusterView::local_only(NODE));
+    let re = |s: &str| vec![Regex::new(s).unwrap()];
+    assert!(selected(&ms[1], &ids[1], &[], &[]));
+    assert!(!selected(&ms[1], &ids[1], &[], &re("^pvc-a$")));
+    assert!(!selected(&ms[1], &ids[1], &[], &re("longhorn")));
+    assert!(selected(&ms[1], &ids[1], &re("/pods/"), &[]));
+    assert!(!selected(&ms[0], &ids[0], &re("/pods/"), &[]));
+    // Unselected mounts are not reported but still publish their staging mount.
+    let mut ms = ms;
+    ms[1].selected = false;
+    ms[1].probe = None;
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(perf(&r, "csi_mounts"), 1.0);
+    assert!(r.notes.iter().any(|n| n.contains("1 CSI mount excluded")));
+}
+
+#[test]
+fn thresholds_on_the_stale_count_replace_class_states() {
+    let mut ms = healthy_pair();
+    ms[0].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let d = data(ms, ClusterView::local_only(NODE));
+    assert_eq!(
+        evaluate(&d, &opts(&["-w", "1", "-c", "2"])).status,
+        Status::Ok
+    );
+    assert_eq!(
+        evaluate(&d, &opts(&["-w", "0", "-c", "2"])).status,
+        Status::Warning
+    );
+    let r = evaluate(&d, &opts(&["-c", "0"]));
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(r.perfdata[1].render(), "stale_mounts=1;;0;0");
+}
+
+#[test]
+fn no_csi_mounts_is_ok_and_says_where_it_looked() {
+    let r = evaluate(&data(vec![], ClusterView::local_only(NODE)), &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.summary
+            .starts_with("no CSI mounts under /var/lib/kubelet"),
+        "{}",
+        r.summary
+    );
+    assert_eq!(perf(&r, "csi_mounts"), 0.0);
+}
+
+#[test]
+fn probe_budget_is_capped_by_the_time_left() {
+    let s = Duration::from_secs;
+    assert_eq!(probe_budget(s(3), s(10), 20), s(3));
+    assert!(probe_budget(s(3), s(2), 20) < s(2));
+    // More mounts than run at once: each round gets its share.
+    assert!(probe_budget(s(3), s(10), MAX_PARALLEL * 4) <= Duration::from_millis(2250));
+    assert!(probe_budget(s(3), Duration::ZERO, 1) > Duration::ZERO);
+}
+
+#[test]
+fn va_skip_is_noted_when_pvs_have_no_attachments() {
+    let view = ClusterView {
+        pvs: Some(vec![pv("pvc-a")]),
+        pods: Some(vec![pod("u-1", NODE)]),
+        ..ClusterView::local_only(NODE)
+    };
+    let r = evaluate(&data(healthy_pair(), view), &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("VolumeAttachment cross-check skipped")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_incident_deleted_pv_pinned_by_a_gone_pod() {
+    // worker-04: the PV is deleted, the pod is gone, its mount still pins the staging mount.
+    let mut gone = pod_mount("u-gone", "pvc-81b676e6", (8, 64), ok());
+    gone.vol_data = None;
+    let hung = pod_mount(
+        "u-1",
+        "pvc-a",
+        (0, 70),
+        Some(Outcome::Hung {
+            after: Duration::from_secs(3),
+        }),
+    );
+    let ms = vec![staging("pvc-81b676e6", None, (8, 64), ok()), gone, hung];
+    let view = full_view(
+        vec![pod("u-1", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", NODE)],
+    );
+    let r = evaluate(&data(ms, view), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    // Classes in a fixed order, whatever the mount table order.
+    assert_eq!(
+        r.summary,
+        "3 of 3 CSI mounts stale: 1 hung, 1 orphaned pod mount, 1 staging of deleted PV"
+    );
+    assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
+    // The pod mount without vol_data.json borrows the driver of the staging mount on its device.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.text.starts_with("orphaned"))
+        .unwrap();
+    assert!(f.details[0].contains("driver driver.longhorn.io"), "{f:?}");
+    // The staging mount's PV came from the pod mount sharing its device.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.text.starts_with("stale staging"))
+        .unwrap();
+    assert!(
+        f.details[0].starts_with("pv pvc-81b676e6 (from pod mount)"),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn staging_without_any_clue_to_its_pv_is_stale_when_no_pv_hashes_to_it() {
+    // No vol_data.json, no pod mount: only the PV list can name it, and none does.
+    let mut m = staging("vol-lost", None, (8, 80), ok());
+    m.vol_data = None;
+    let view = full_view(vec![pod("u-9", NODE)], vec![pv("pvc-a")], vec![]);
+    let r = evaluate(&data(vec![m.clone()], view), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        problem_texts(&r)[0].contains("no PV of driver driver.longhorn.io has the volume handle"),
+        "{r:?}"
+    );
+    // The PV whose handle hashes to the directory exists: only unpublished.
+    let view = full_view(vec![pod("u-9", NODE)], vec![pv("vol-lost")], vec![]);
+    assert_eq!(
+        evaluate(&data(vec![m], view), &opts(&[])).status,
+        Status::Warning
+    );
+}
+
+#[test]
+fn api_failure_is_unknown_unless_a_mount_is_worse_and_no_credentials_is_a_skip() {
+    let failed = ClusterView {
+        api: cluster::ApiUse::Failed("HTTP 403 Forbidden: grant list on persistentvolumes".into()),
+        ..ClusterView::local_only(NODE)
+    };
+    let r = evaluate(&data(healthy_pair(), failed.clone()), &opts(&[]));
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary.ends_with(
+            "; API cross-checks failed: HTTP 403 Forbidden: grant list on persistentvolumes"
+        ),
+        "{}",
+        r.summary
+    );
+    let mut ms = healthy_pair();
+    ms[0].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let r = evaluate(&data(ms, failed), &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.summary.contains("API cross-checks failed"),
+        "{}",
+        r.summary
+    );
+
+    let skipped = ClusterView {
+        api: cluster::ApiUse::Skipped("no Kubernetes credentials found: ...".into()),
+        ..ClusterView::local_only(NODE)
+    };
+    let r = evaluate(&data(healthy_pair(), skipped), &opts(&[]));
+    assert_eq!(r.status, Status::Ok);
+    assert!(
+        r.summary
+            .contains("API cross-checks skipped (no Kubernetes credentials"),
+        "{}",
+        r.summary
+    );
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.starts_with("no Kubernetes credentials found")));
+}
+
+#[test]
+fn the_api_leaves_the_probes_their_time() {
+    let s = Duration::from_secs;
+    // -t 10 (9.5 s of work), probes 3 s: the API gets 6 s.
+    assert_eq!(api_budget(Duration::from_millis(9500), s(3)), s(6));
+    // Probes longer than the run: the API still gets half, the probes are capped later.
+    assert_eq!(api_budget(s(4), s(30)), s(2));
+}

@@ -1,0 +1,427 @@
+//! k8s-storage-checks-textfile: the Prometheus way out of the container.
+//!
+//! Runs each configured check with `--format prometheus` (and `--host-root DIR` in container
+//! mode) every `--interval`, one after the other, and writes its output to `<dir>/<check>.prom`
+//! through a temporary file and `rename`, so node_exporter's textfile collector never reads a
+//! half-written file. A check that does not end in 0..3 with metrics (crashed, killed after
+//! `--kill-after`, binary missing) still gets a file: `k8s_storage_check_status` 3 (UNKNOWN)
+//! with the reason as a comment, so a broken check alerts instead of going stale silently.
+//!
+//! Why a binary and not a shell loop: the plain image is `FROM scratch` (the checks are fully
+//! static), so there is no shell to run a loop in; this is ~300 lines with no dependency beyond
+//! the suite's own, and it also reaps orphaned probe children and stops on SIGTERM when it runs
+//! as the container's PID 1.
+
+use clap::Parser;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "k8s-storage-checks-textfile",
+    version,
+    about = "Run the checks on a schedule and write node_exporter textfile-collector files",
+    long_about = "Run the checks on a schedule and write node_exporter textfile-collector files.\n\n\
+Each --check is a binary name (looked up in --plugin-dir) followed by its arguments, split at \
+whitespace. It runs with --format prometheus added (and --host-root DIR when given), and its \
+output replaces <dir>/<binary>.prom atomically (temporary file + rename)."
+)]
+pub struct Opts {
+    /// Directory the node_exporter textfile collector reads (--collector.textfile.directory)
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Time between the starts of two rounds
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_dur)]
+    pub interval: Duration,
+
+    /// Passed to every check as --host-root (container mode, e.g. /host)
+    #[arg(long, value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// Where the check binaries are
+    #[arg(long, value_name = "DIR", default_value = "/usr/lib/nagios/plugins")]
+    pub plugin_dir: PathBuf,
+
+    /// A check and its arguments, e.g. "check_ro_pvc_mounts -t 20" (repeatable)
+    #[arg(long = "check", value_name = "COMMAND", required = true)]
+    pub checks: Vec<String>,
+
+    /// Kill a check still running after this long (its own -t should end it well before)
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_dur)]
+    pub kill_after: Duration,
+
+    /// Run one round and exit
+    #[arg(long)]
+    pub once: bool,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    plugin::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// One check to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Binary name: the file is `<name>.prom`, the metrics' `check` label is the same.
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// Turn the `--check` lines into jobs. Errors name the offending line.
+pub fn jobs(o: &Opts) -> Result<Vec<Job>, String> {
+    let mut out: Vec<Job> = Vec::new();
+    for line in &o.checks {
+        let mut words = line.split_whitespace().map(str::to_string);
+        let Some(first) = words.next() else {
+            return Err("empty --check".into());
+        };
+        let mut args: Vec<String> = words.collect();
+        let name = Path::new(&first)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!("--check {line:?}: not a check binary name"));
+        }
+        if args
+            .iter()
+            .any(|a| a == "--format" || a.starts_with("--format="))
+        {
+            return Err(format!(
+                "--check {line:?}: --format is set by the runner (prometheus)"
+            ));
+        }
+        if out.iter().any(|j| j.name == name) {
+            return Err(format!(
+                "--check {line:?}: {name} is configured twice (one file per check)"
+            ));
+        }
+        let program = if first.contains('/') {
+            PathBuf::from(&first)
+        } else {
+            o.plugin_dir.join(&first)
+        };
+        args.extend(["--format".to_string(), "prometheus".to_string()]);
+        if let Some(h) = &o.host_root {
+            if !args
+                .iter()
+                .any(|a| a == "--host-root" || a.starts_with("--host-root="))
+            {
+                args.push("--host-root".into());
+                args.push(h.display().to_string());
+            }
+        }
+        out.push(Job {
+            name,
+            program,
+            args,
+        });
+    }
+    Ok(out)
+}
+
+/// The file written when a check gave no usable answer: status UNKNOWN, and why as a comment.
+pub fn unknown_metrics(name: &str, reason: &str) -> String {
+    let reason: String = reason
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(400)
+        .collect();
+    format!(
+        "# k8s-storage-checks-textfile: {name} gave no metrics: {reason}\n\
+         # HELP k8s_storage_check_status Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.\n\
+         # TYPE k8s_storage_check_status gauge\n\
+         k8s_storage_check_status{{check=\"{name}\"}} 3\n"
+    )
+}
+
+/// Run one check and return the text for its file.
+pub fn run_job(job: &Job, kill_after: Duration) -> String {
+    // stdin: an empty pipe, not /dev/null (works even where /dev is not populated).
+    let mut child = match Command::new(&job.program)
+        .args(&job.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return unknown_metrics(
+                &job.name,
+                &format!("cannot run {}: {e}", job.program.display()),
+            )
+        }
+    };
+    drop(child.stdin.take());
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = (&mut stderr).take(4096).read_to_end(&mut buf);
+        buf
+    });
+    let deadline = Instant::now() + kill_after;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    let Some(status) = status else {
+        return unknown_metrics(
+            &job.name,
+            &format!(
+                "killed after {} (its -t watchdog did not end it)",
+                plugin::fmt_duration(kill_after)
+            ),
+        );
+    };
+    // A killed check's stdout may still be held by nothing else: probes close theirs first.
+    let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    match status.code() {
+        Some(0..=3) if text.contains("k8s_storage_check_status{") => text,
+        code => {
+            let first_err = String::from_utf8_lossy(&err)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let how = match code {
+                Some(c) => format!("exit {c}"),
+                None => "killed by a signal".into(),
+            };
+            let first_out = text.lines().next().unwrap_or("").to_string();
+            unknown_metrics(&job.name, &format!("{how}: {first_out} {first_err}"))
+        }
+    }
+}
+
+/// Replace `<dir>/<name>.prom` atomically: write a dot-file (the collector reads `*.prom` only)
+/// in the same directory, fsync it, rename it over the old file.
+pub fn write_atomic(dir: &Path, name: &str, content: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.prom.tmp"));
+    let dst = dir.join(format!("{name}.prom"));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(content.as_bytes())?;
+        f.sync_all()?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&tmp, &dst)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for s in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic.
+        let _ = unsafe { sigaction(s, &act) };
+    }
+}
+
+/// Reap children that are not ours to wait for: probes abandoned by a check that timed out are
+/// re-parented to PID 1, which is this process when it is the container's entrypoint.
+fn reap_orphans() {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    while let Ok(s) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+pub fn main() -> i32 {
+    let o = match Opts::try_parse() {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let jobs = match jobs(&o) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("k8s-storage-checks-textfile: {e}");
+            return 2;
+        }
+    };
+    if !o.dir.is_dir() {
+        eprintln!(
+            "k8s-storage-checks-textfile: {} is not a directory",
+            o.dir.display()
+        );
+        return 1;
+    }
+    install_signal_handlers();
+    eprintln!(
+        "k8s-storage-checks-textfile: {} check(s) every {} into {}",
+        jobs.len(),
+        plugin::fmt_duration(o.interval),
+        o.dir.display()
+    );
+    loop {
+        let start = Instant::now();
+        for job in &jobs {
+            if STOP.load(Ordering::SeqCst) {
+                return 0;
+            }
+            let text = run_job(job, o.kill_after);
+            if let Err(e) = write_atomic(&o.dir, &job.name, &text) {
+                eprintln!(
+                    "k8s-storage-checks-textfile: writing {}/{}.prom: {e}",
+                    o.dir.display(),
+                    job.name
+                );
+            }
+        }
+        reap_orphans();
+        if o.once {
+            return 0;
+        }
+        let next = start + o.interval;
+        while Instant::now() < next {
+            if STOP.load(Ordering::SeqCst) {
+                return 0;
+            }
+            std::thread::sleep(
+                next.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(200)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        let mut v = vec!["x", "--dir", "/tmp"];
+        v.extend_from_slice(args);
+        Opts::try_parse_from(v).unwrap()
+    }
+
+    #[test]
+    fn jobs_get_format_and_host_root() {
+        let o = opts(&[
+            "--host-root",
+            "/host",
+            "--check",
+            "check_ro_pvc_mounts -t 20",
+            "--check",
+            "/opt/x/check_other --host-root /elsewhere",
+        ]);
+        let j = jobs(&o).unwrap();
+        assert_eq!(j[0].name, "check_ro_pvc_mounts");
+        assert_eq!(
+            j[0].program,
+            PathBuf::from("/usr/lib/nagios/plugins/check_ro_pvc_mounts")
+        );
+        assert_eq!(
+            j[0].args,
+            ["-t", "20", "--format", "prometheus", "--host-root", "/host"]
+        );
+        assert_eq!(j[1].program, PathBuf::from("/opt/x/check_other"));
+        assert_eq!(
+            j[1].args,
+            ["--host-root", "/elsewhere", "--format", "prometheus"]
+        );
+    }
+
+    #[test]
+    fn bad_check_lines_are_refused() {
+        for bad in [
+            vec!["--check", "check_a --format json"],
+            vec!["--check", "check_a", "--check", "check_a -v"],
+            vec!["--check", "   "],
+            vec!["--check", "check_ok;rm -rf"],
+        ] {
+            assert!(jobs(&opts(&bad)).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn missing_binary_is_unknown_not_silence() {
+        let job = Job {
+            name: "check_nope".into(),
+            program: "/nonexistent/check_nope".into(),
+            args: vec![],
+        };
+        let t = run_job(&job, Duration::from_secs(5));
+        assert!(t.contains("k8s_storage_check_status{check=\"check_nope\"} 3\n"));
+        assert!(t.contains("cannot run /nonexistent/check_nope"));
+    }
+
+    #[test]
+    fn output_without_metrics_or_bad_exit_is_unknown() {
+        let sh = |script: &str| Job {
+            name: "check_sh".into(),
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+        };
+        let ok = "echo 'k8s_storage_check_status{check=\"check_sh\"} 2'; exit 2";
+        let t = run_job(&sh(ok), Duration::from_secs(5));
+        assert_eq!(t, "k8s_storage_check_status{check=\"check_sh\"} 2\n");
+        let t = run_job(&sh("echo garbage; exit 0"), Duration::from_secs(5));
+        assert!(t.contains("} 3\n") && t.contains("exit 0: garbage"), "{t}");
+        let t = run_job(
+            &sh("echo 'k8s_storage_check_status{x} 0'; exit 7"),
+            Duration::from_secs(5),
+        );
+        assert!(t.contains("} 3\n") && t.contains("exit 7"), "{t}");
+        let t = run_job(&sh("exec sleep 30"), Duration::from_millis(200));
+        assert!(t.contains("} 3\n") && t.contains("killed after"), "{t}");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let d = std::env::temp_dir().join(format!("ksc-textfile-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        write_atomic(&d, "check_a", "one\n").unwrap();
+        write_atomic(&d, "check_a", "two\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("check_a.prom")).unwrap(),
+            "two\n"
+        );
+        let names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["check_a.prom"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
