@@ -289,6 +289,25 @@ pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     from_api(args, wanted, ctx)
 }
 
+/// The note of a build without the API client when no file is given.
+pub const NO_API_BUILD: &str =
+    "names not resolved (built without API support): give --pods-json and --pvs-json";
+
+/// Like [`resolve`] but never the API: for builds that leave the HTTPS client out (a check's
+/// `api` cargo feature off; nothing of the client is linked then). Without files: a note.
+pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    if args.no_names || wanted.is_empty() {
+        return Names::default();
+    }
+    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
+        return from_files(args, wanted, ctx);
+    }
+    Names {
+        notes: vec![NO_API_BUILD.into()],
+        ..Default::default()
+    }
+}
+
 fn from_files(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     let mut n = Names::default();
     let mut pvs_read = false;
@@ -570,6 +589,22 @@ mod tests {
             "{:?}",
             n.notes
         );
+    }
+
+    #[test]
+    fn files_only_never_reads_a_kubeconfig() {
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        let args = NamesArgs {
+            api: ApiArgs {
+                kubeconfig: Some("/nonexistent/kubeconfig".into()),
+                context: None,
+            },
+            ..Default::default()
+        };
+        let mut w = Wanted::default();
+        assert_eq!(resolve_files_only(&args, &w, &ctx), Names::default());
+        w.add("pvc-1", []);
+        assert_eq!(resolve_files_only(&args, &w, &ctx).notes, [NO_API_BUILD]);
     }
 
     #[test]
