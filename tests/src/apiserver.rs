@@ -14,9 +14,13 @@
 //! [`ApiServer::route`] without touching the server loop. Objects live in a store keyed by
 //! resource name ([`ApiServer::set`], [`ApiServer::add`]); handlers see it through [`Ctx`].
 //!
+//! ConfigMaps with a per-server watch cache (healthy, delayed, frozen RV=0 reads) are in
+//! [`watchcache`] ([`ApiServer::configmaps`]).
+//!
 //! It writes kubeconfig files that point at itself ([`ApiServer::kubeconfig`]) in its own temp dir.
 
 pub mod fixtures;
+pub mod watchcache;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
@@ -41,6 +45,10 @@ pub struct Request {
     pub user: Option<String>,
     /// How the user authenticated: "token", "client-cert" or "".
     pub auth: &'static str,
+    /// `Content-Type` of the request body ("" without one).
+    pub content_type: String,
+    /// The request body (`Content-Length` bytes; empty without one).
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -212,7 +220,7 @@ pub enum KubeCa {
 pub struct ApiServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    pki: Pki,
+    pki: Arc<Pki>,
     dir: tempfile::TempDir,
     n: AtomicU64,
 }
@@ -270,7 +278,20 @@ fn pct_decode(s: &str) -> String {
 impl ApiServer {
     /// Start on a free loopback port with the standard routes and an empty store.
     pub fn start() -> ApiServer {
-        let pki = Pki::new("test-kubernetes-ca");
+        ApiServer::start_with(Arc::new(Pki::new("test-kubernetes-ca")))
+    }
+
+    /// Another API server of the same "cluster" (an HA control plane): same CA, accepting the
+    /// tokens and client certificates this one accepts so far, with its own port, routes, faults
+    /// and log. Kubeconfigs written by this server work against it with the URL replaced.
+    pub fn start_peer(&self) -> ApiServer {
+        let peer = ApiServer::start_with(Arc::clone(&self.pki));
+        *peer.shared.tokens.write().unwrap() = self.shared.tokens.read().unwrap().clone();
+        *peer.shared.certs.write().unwrap() = self.shared.certs.read().unwrap().clone();
+        peer
+    }
+
+    fn start_with(pki: Arc<Pki>) -> ApiServer {
         let (srv_pem, srv_key_pem, _) =
             pki.leaf("kube-apiserver", &["127.0.0.1", "localhost"], false);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -589,13 +610,15 @@ fn parse_key(pem: &[u8]) -> PrivateKeyDer<'static> {
     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from_pem_slice(pem).unwrap())
 }
 
-fn read_head(r: &mut impl BufRead) -> Option<(String, String)> {
+/// The request line and the headers the server uses: (`METHOD target`, authorization,
+/// content type, content length).
+fn read_head(r: &mut impl BufRead) -> Option<(String, String, String, usize)> {
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
     let mut parts = line.split_whitespace();
     let method = parts.next()?.to_string();
     let target = parts.next()?.to_string();
-    let mut auth = String::new();
+    let (mut auth, mut ctype, mut len) = (String::new(), String::new(), 0usize);
     loop {
         let mut h = String::new();
         if r.read_line(&mut h).ok()? == 0 {
@@ -608,10 +631,14 @@ fn read_head(r: &mut impl BufRead) -> Option<(String, String)> {
         if let Some((k, v)) = h.split_once(':') {
             if k.eq_ignore_ascii_case("authorization") {
                 auth = v.trim().to_string();
+            } else if k.eq_ignore_ascii_case("content-type") {
+                ctype = v.trim().to_string();
+            } else if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().ok()?;
             }
         }
     }
-    Some((format!("{method} {target}"), auth))
+    Some((format!("{method} {target}"), auth, ctype, len))
 }
 
 fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
@@ -633,9 +660,13 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
         .map(|c| c.as_ref().to_vec());
     let mut reader = BufReader::new(tls);
     // One request per connection (Connection: close): simple and enough for the checks.
-    let Some((line, authz)) = read_head(&mut reader) else {
+    let Some((line, authz, content_type, len)) = read_head(&mut reader) else {
         return;
     };
+    let mut body = vec![0u8; len.min(1 << 20)];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
     let mut tls = reader.into_inner();
     let (method, target) = line.split_once(' ').unwrap_or(("GET", "/"));
     let (path, qs) = target.split_once('?').unwrap_or((target, ""));
@@ -669,6 +700,8 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
         params: BTreeMap::new(),
         user,
         auth,
+        content_type,
+        body,
     };
     let resp = respond(&mut req, &s);
     s.log.lock().unwrap().push(req);
@@ -741,6 +774,14 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
     match &fault {
         Some(Fault::Http(401)) => return Response::status(401, "Unauthorized", "Unauthorized"),
         Some(Fault::Http(403)) => {
+            let verb = match req.method.as_str() {
+                "PATCH" => "patch",
+                "POST" => "create",
+                "PUT" => "update",
+                "DELETE" => "delete",
+                _ if names_object(&req.path) => "get",
+                _ => "list",
+            };
             let scope = match res.1.as_deref() {
                 Some(ns) => format!("in the namespace \"{ns}\""),
                 None => "at the cluster scope".into(),
@@ -749,7 +790,7 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
                 403,
                 "Forbidden",
                 &format!(
-                    "{} is forbidden: User \"{user}\" cannot list resource \"{}\" in API group \"{}\" {scope}",
+                    "{} is forbidden: User \"{user}\" cannot {verb} resource \"{}\" in API group \"{}\" {scope}",
                     res.2, res.2, res.0
                 ),
             );
@@ -820,6 +861,22 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
         _ => {}
     }
     resp
+}
+
+/// True when a path addresses one object (`…/configmaps/NAME`) rather than a collection.
+fn names_object(path: &str) -> bool {
+    let p: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match p.first() {
+        Some(&"apis") if p.len() > 3 => &p[3..],
+        Some(&"api") if p.len() > 2 => &p[2..],
+        _ => &p[..],
+    };
+    match rest {
+        ["namespaces", _, _, _, ..] => true,
+        ["namespaces", _] => true,
+        [_, _, ..] => rest[0] != "namespaces",
+        _ => false,
+    }
 }
 
 /// (group, namespace, resource) of a path.

@@ -532,6 +532,14 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         })
         .count();
     if denied > 0 {
+        // Not a silent OK: what could not be looked at is UNKNOWN (a real alarm still outranks it).
+        r.raise(Status::Unknown);
+        if r.status == Status::Unknown {
+            r.summary = format!(
+                "{denied} of {n} PV mount points could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+                r.summary
+            );
+        }
         r.notes.push(format!(
             "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
         ));

@@ -365,7 +365,13 @@ fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
     assert_eq!(evaluate(&d, &default_t()).status, Status::Critical);
     d.can_read_all = false;
     let r = evaluate(&d, &default_t());
-    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary
+            .starts_with("1 of 3 PV mount points could not be probed: permission denied"),
+        "{}",
+        r.summary
+    );
     assert!(
         r.notes[0].contains("permission denied (grant CAP_DAC_READ_SEARCH"),
         "{:?}",

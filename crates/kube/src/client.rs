@@ -25,6 +25,21 @@ pub struct ListParams {
     pub limit: u32,
 }
 
+/// A failed request of [`Client::send`]: the HTTP status (None when there was no complete
+/// answer), the server's own message (`Status.message`, may be empty) and the operator's message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: Option<u16>,
+    pub message: String,
+    pub error: Unknown,
+}
+
+impl From<ApiError> for Unknown {
+    fn from(e: ApiError) -> Unknown {
+        e.error
+    }
+}
+
 /// A blocking API client bound to a deadline.
 pub struct Client {
     agent: ureq::Agent,
@@ -198,31 +213,67 @@ impl Client {
 
     /// GET `path` with query pairs; returns the response if it is 2xx, else the mapped error.
     fn get_raw(&self, path: &str, query: &[(&str, &str)]) -> Result<ureq::Body, Unknown> {
+        self.call("GET", path, query, None).map_err(|e| e.error)
+    }
+
+    /// Send `method path?query` with an optional `(content type, body)`; the response if it is
+    /// 2xx, else the HTTP status (None: no answer) and the mapped error.
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<(&str, &[u8])>,
+    ) -> Result<ureq::Body, ApiError> {
         let left = request_budget(self.deadline);
-        let shown = show_request(path, query);
+        let shown = format!("{method} {}", show_request(path, query));
+        let fail = |error: Unknown| ApiError {
+            status: None,
+            message: String::new(),
+            error,
+        };
         if left < Duration::from_millis(20) {
-            return Err(Unknown(format!(
-                "no time left for API request GET {shown} (the check's -t {} is used up)",
+            return Err(fail(Unknown(format!(
+                "no time left for API request {shown} (the check's -t {} is used up)",
                 plugin::fmt_duration(self.budget)
-            )));
+            ))));
         }
         let url = format!("{}{}", self.server, path);
-        let mut req = self.agent.get(&url).header("Accept", "application/json");
-        for (k, v) in query {
-            req = req.query(*k, *v);
+        // Query, headers and the time budget, the same for both kinds of builder.
+        macro_rules! prepare {
+            ($b:expr) => {{
+                let mut r = $b.header("Accept", "application/json");
+                for (k, v) in query {
+                    r = r.query(*k, *v);
+                }
+                if let Some(h) = &self.auth_header {
+                    r = r.header("Authorization", h);
+                }
+                r.config().timeout_global(Some(left)).build()
+            }};
         }
-        if let Some(h) = &self.auth_header {
-            req = req.header("Authorization", h);
-        }
-        let resp = req
-            .config()
-            .timeout_global(Some(left))
-            .build()
-            .call()
-            .map_err(|e| self.transport_error(e, &shown, left))?;
+        let sent = match (method, body) {
+            ("GET", None) => prepare!(self.agent.get(&url)).call(),
+            ("DELETE", None) => prepare!(self.agent.delete(&url)).call(),
+            (m @ ("PATCH" | "POST" | "PUT"), b) => {
+                let (ct, bytes) = b.unwrap_or(("application/json", b"{}"));
+                let builder = match m {
+                    "PATCH" => self.agent.patch(&url),
+                    "POST" => self.agent.post(&url),
+                    _ => self.agent.put(&url),
+                };
+                prepare!(builder.header("Content-Type", ct)).send(bytes)
+            }
+            _ => {
+                return Err(fail(Unknown(format!(
+                    "unsupported API request {shown} (internal error)"
+                ))))
+            }
+        };
+        let resp = sent.map_err(|e| fail(self.transport_error(e, &shown, left)))?;
         let status = resp.status().as_u16();
         if let Ok(mut l) = self.log.lock() {
-            l.push(format!("GET {shown} -> {status}"));
+            l.push(format!("{shown} -> {status}"));
         }
         if (200..300).contains(&status) {
             return Ok(resp.into_body());
@@ -233,7 +284,34 @@ impl Client {
             .into_reader()
             .take(ERROR_BODY_MAX)
             .read_to_end(&mut body);
-        Err(self.http_error(status, &body, path, &shown))
+        let (error, message) = self.http_error(status, &body, method, path, &shown);
+        Err(ApiError {
+            status: Some(status),
+            message,
+            error,
+        })
+    }
+
+    /// Send a request with an optional JSON-ish body (`(content type, bytes)`, e.g. a
+    /// merge-patch) and parse the 2xx answer as `T`. Unlike [`get`](Self::get) the failure keeps
+    /// the HTTP status, so a caller can act on it (404 → create, 403 → its own RBAC hint).
+    pub fn send<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<(&str, &[u8])>,
+    ) -> Result<T, ApiError> {
+        let left = request_budget(self.deadline);
+        let shown = format!("{method} {}", show_request(path, query));
+        let resp = self.call(method, path, query, body)?;
+        serde_json::from_reader(BufReader::with_capacity(64 * 1024, resp.into_reader())).map_err(
+            |e| ApiError {
+                status: None,
+                message: String::new(),
+                error: self.decode_error(e, &shown, left),
+            },
+        )
     }
 
     /// GET one object.
@@ -243,7 +321,7 @@ impl Client {
         query: &[(&str, &str)],
     ) -> Result<T, Unknown> {
         let left = request_budget(self.deadline);
-        let shown = show_request(path, query);
+        let shown = format!("GET {}", show_request(path, query));
         let body = self.get_raw(path, query)?;
         serde_json::from_reader(BufReader::with_capacity(64 * 1024, body.into_reader()))
             .map_err(|e| self.decode_error(e, &shown, left))
@@ -276,14 +354,14 @@ impl Client {
                 q.push(("continue", c));
             }
             let left = request_budget(self.deadline);
-            let shown = show_request(path, &q);
+            let shown = format!("GET {}", show_request(path, &q));
             let body = self.get_raw(path, &q)?;
             let reader = BufReader::with_capacity(64 * 1024, body.into_reader());
             let meta: ListMeta =
                 read_list(reader, &mut f).map_err(|e| self.decode_error(e, &shown, left))?;
             if !meta.had_items {
                 return Err(Unknown(format!(
-                    "API server answered GET {shown} with {} instead of a list",
+                    "API server answered {shown} with {} instead of a list",
                     if meta.kind.is_empty() {
                         "an object without items".to_string()
                     } else {
@@ -321,7 +399,7 @@ impl Client {
             "invalid JSON"
         };
         Unknown(format!(
-            "bad answer from API server {} to GET {shown}: {what}: {e}",
+            "bad answer from API server {} to {shown}: {what}: {e}",
             self.server
         ))
     }
@@ -331,7 +409,7 @@ impl Client {
         let server = &self.server;
         match e {
             E::Timeout(_) => Unknown(format!(
-                "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                "API request {shown} to {server} timed out after {} (what was left of the check's -t)",
                 plugin::fmt_duration(left)
             )),
             E::HostNotFound => Unknown(format!(
@@ -349,14 +427,14 @@ impl Client {
                         self.source
                     )),
                     std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Unknown(format!(
-                        "API request GET {shown} to {server} timed out after {} (what was left of the check's -t)",
+                        "API request {shown} to {server} timed out after {} (what was left of the check's -t)",
                         plugin::fmt_duration(left)
                     )),
                     std::io::ErrorKind::UnexpectedEof
                     | std::io::ErrorKind::ConnectionReset
                     | std::io::ErrorKind::ConnectionAborted
                     | std::io::ErrorKind::BrokenPipe => Unknown(format!(
-                        "API server {server} closed the connection during GET {shown} without a \
+                        "API server {server} closed the connection during {shown} without a \
                          complete answer (a proxy or load balancer in between, or the server restarting?)"
                     )),
                     _ if io.to_string().contains("lookup address") => Unknown(format!(
@@ -364,7 +442,7 @@ impl Client {
                         self.host, self.source
                     )),
                     _ => Unknown(format!(
-                        "API request GET {shown} to {server} failed: {}",
+                        "API request {shown} to {server} failed: {}",
                         node::errtext(&io)
                     )),
                 }
@@ -372,7 +450,7 @@ impl Client {
             E::Rustls(r) => self.tls_error(&r),
             E::Tls(m) => Unknown(format!("TLS with API server {} failed: {m}", self.host)),
             other => Unknown(format!(
-                "API request GET {shown} to {server} failed: {other}"
+                "API request {shown} to {server} failed: {other}"
             )),
         }
     }
@@ -406,7 +484,15 @@ impl Client {
         ))
     }
 
-    fn http_error(&self, status: u16, body: &[u8], path: &str, shown: &str) -> Unknown {
+    /// The operator's message for an HTTP error, and the server's own message (for callers).
+    fn http_error(
+        &self,
+        status: u16,
+        body: &[u8],
+        method: &str,
+        path: &str,
+        shown: &str,
+    ) -> (Unknown, String) {
         #[derive(serde::Deserialize, Default)]
         #[serde(default)]
         struct Status {
@@ -426,9 +512,16 @@ impl Client {
                 plugin::render::truncate(&t, 200)
             }
         };
-        let res = Resource::of_path(path);
+        let mut res = Resource::of_path(path);
+        res.verb = match method {
+            "PATCH" => "patch",
+            "PUT" => "update",
+            "POST" => "create",
+            "DELETE" => "delete",
+            _ => res.verb,
+        };
         let head = format!(
-            "API server {} answered GET {shown} with HTTP {status}",
+            "API server {} answered {shown} with HTTP {status}",
             self.server
         );
         let hint = match status {
@@ -453,7 +546,7 @@ impl Client {
             }
             _ => st.reason.clone(),
         };
-        Unknown(format!("{head}: {hint} ({msg})"))
+        (Unknown(format!("{head}: {hint} ({msg})")), msg)
     }
 }
 

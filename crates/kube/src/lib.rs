@@ -2,7 +2,7 @@
 //!
 //! - [`config`]: where the credentials come from (`--kubeconfig`, `$KUBECONFIG`, in-cluster, the
 //!   node's microk8s/k3s/kubeadm files, `~/.kube/config`) and what they say;
-//! - [`Client`]: GET and paginated, streamed lists, each request bounded by the check's deadline,
+//! - [`Client`]: GET, paginated streamed lists and [`Client::send`] (PATCH/POST with a body), each request bounded by the check's deadline,
 //!   failures as [`plugin::Unknown`] with the HTTP status and a hint (401, 403 with the RBAC rule, …);
 //! - [`types`]: compact typed subsets of Pod, PersistentVolume, VolumeAttachment, Event;
 //! - [`args`]: the shared options (`--kubeconfig`, `--context`, `--node`, `--pods-json`, `--pvs-json`);
@@ -29,7 +29,7 @@ pub mod time;
 pub mod types;
 
 pub use args::{ApiArgs, NodeArg, PodsJsonArg, PvsJsonArg};
-pub use client::{Client, ListParams, Resource};
+pub use client::{ApiError, Client, ListParams, Resource};
 pub use config::{Auth, Config, Lookup, Source};
 pub use names::{Names, NamesArgs, Wanted};
 pub use selector::Selector;
@@ -44,6 +44,16 @@ use std::path::Path;
 /// Find the configuration as the options and environment say, build a client bound to the
 /// check's deadline, and tell `-vv` which source was used (never a secret).
 pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
+    let cfg = config(api, ctx)?;
+    let client = Client::new(&cfg, ctx.deadline())?;
+    ctx.debug(format!("kube config: {}", client.description));
+    Ok(client)
+}
+
+/// Find the configuration as the options and environment say (telling `-vv` how), without
+/// connecting: for checks that build several clients from it (one per API server of an HA
+/// control plane, `Config::server` replaced).
+pub fn config(api: &ApiArgs, ctx: &Ctx) -> Result<Config, Unknown> {
     ctx.stage("reading the kubeconfig");
     let lookup = Lookup::from_env(api.kubeconfig.clone(), api.context.clone());
     let mut notes = Vec::new();
@@ -55,9 +65,7 @@ pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
-    let client = Client::new(&cfg, ctx.deadline())?;
-    ctx.debug(format!("kube config: {}", client.description));
-    Ok(client)
+    Ok(cfg)
 }
 
 /// Which pods a check wants: applied as API selectors and again locally (so `--pods-json` input

@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_watch_cache::Opts>()
+}
