@@ -4,6 +4,7 @@
 //! renders. See `node::iscsi` for the sysfs layout.
 
 use clap::Parser;
+use kube::names::{Names, Wanted};
 use node::iscsi::{pv_from_iqn, Attr, RecoveryTmo, Session, Sessions};
 use node::{Host, Mount};
 use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Unknown, Uom};
@@ -90,6 +91,10 @@ pub struct Opts {
     /// Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     pub exclude: Vec<Regex>,
+
+    /// Names an operator knows: pods and claims of the volumes on unhealthy sessions
+    #[command(flatten)]
+    pub names: kube::NamesArgs,
 }
 
 /// The decisions' parameters, apart from the clap struct so tests build them directly.
@@ -131,9 +136,16 @@ impl Check for Opts {
         &self.common
     }
 
+    fn reads_stdin(&self) -> bool {
+        self.names.reads_stdin()
+    }
+
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let data = gather(self, ctx)?;
-        Ok(evaluate(&data, &Policy::from(self)))
+        let policy = Policy::from(self);
+        // Names only after sysfs is read, and only for the volumes of unhealthy sessions.
+        let names = resolve_names(&self.names, &wanted(&data, &policy), ctx);
+        Ok(evaluate_named(&data, &policy, &names))
     }
 }
 
@@ -329,6 +341,76 @@ fn usage_text(
     Some(s)
 }
 
+/// The PVs (from the target name, then the kubelet mounts of its disks) and the UIDs of the
+/// pods whose volume mounts use its disks.
+fn session_volumes(
+    s: &Session,
+    by_dev: &HashMap<(u32, u32), Vec<&Mount>>,
+    roots: &[PathBuf],
+) -> (Vec<String>, Vec<String>) {
+    let mut pvs: Vec<String> = s
+        .targetname
+        .value()
+        .and_then(pv_from_iqn)
+        .map(|p| vec![p.to_string()])
+        .unwrap_or_default();
+    let mut uids: Vec<String> = Vec::new();
+    for b in s.devices.iter().flat_map(|d| d.blocks.iter()) {
+        let devs = std::iter::once(&b.dev).chain(b.children.iter().map(|(_, d)| d));
+        for mm in devs.filter_map(|d| d.value().and_then(parse_majmin)) {
+            for m in by_dev.get(&mm).into_iter().flatten() {
+                if let Some(kp) = node::kubelet::classify(&m.mount_point, roots) {
+                    if let Some(pv) = kp.volume_name() {
+                        if !pvs.iter().any(|p| p == pv) {
+                            pvs.push(pv.to_string());
+                        }
+                    }
+                    if let Some(u) = kp.pod_uid() {
+                        if !uids.iter().any(|x| x == u) {
+                            uids.push(u.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    uids.sort();
+    (pvs, uids)
+}
+
+fn mounts_by_dev(data: &Gathered) -> HashMap<(u32, u32), Vec<&Mount>> {
+    let mut by_dev: HashMap<(u32, u32), Vec<&Mount>> = HashMap::new();
+    if let Some(Ok(mounts)) = &data.mounts {
+        for m in mounts {
+            by_dev.entry((m.major, m.minor)).or_default().push(m);
+        }
+    }
+    by_dev
+}
+
+/// The volumes and pods whose names the report needs: those of unhealthy sessions only, so a
+/// healthy host costs no lookup. Pure.
+pub fn wanted(data: &Gathered, policy: &Policy) -> Wanted {
+    let by_dev = mounts_by_dev(data);
+    let none = Names::default();
+    let mut w = Wanted::default();
+    for s in data
+        .sessions
+        .sessions
+        .iter()
+        .filter(|s| included(s, policy))
+    {
+        if judge_session(s, policy, &by_dev, &data.kubelet_roots, &none).status == Status::Ok {
+            continue;
+        }
+        let (pvs, uids) = session_volumes(s, &by_dev, &data.kubelet_roots);
+        for pv in &pvs {
+            w.add(pv, uids.iter().map(String::as_str));
+        }
+    }
+    w
+}
+
 struct SessionVerdict {
     status: Status,
     finding: Finding,
@@ -348,6 +430,7 @@ fn judge_session(
     policy: &Policy,
     by_dev: &HashMap<(u32, u32), Vec<&Mount>>,
     roots: &[PathBuf],
+    names: &Names,
 ) -> SessionVerdict {
     let mut problems: Vec<Problem> = Vec::new();
     let mut details: Vec<String> = Vec::new();
@@ -520,11 +603,29 @@ fn judge_session(
         .iter()
         .fold(Status::Ok, |acc, p| acc.worst(p.status));
     let iqn = s.targetname.show();
-    let pv = s
-        .targetname
-        .value()
-        .and_then(pv_from_iqn)
-        .map(|p| format!(" (PV {p})"))
+    let iqn_pv = s.targetname.value().and_then(pv_from_iqn);
+    let (_, uids) = if names.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        session_volumes(s, by_dev, roots)
+    };
+    let pv = iqn_pv
+        .map(|p| {
+            let mut t = format!(" (PV {p}");
+            if let Some(c) = names.claim(p) {
+                t.push_str(&format!(", PVC {c}"));
+            }
+            let pods = names.pods_of(p, uids.iter().map(String::as_str));
+            if !pods.is_empty() {
+                t.push_str(&format!(
+                    ", pod{} {}",
+                    if pods.len() == 1 { "" } else { "s" },
+                    pods.join(", ")
+                ));
+            }
+            t.push(')');
+            t
+        })
         .unwrap_or_default();
     let portal = s.portal().unwrap_or_else(|| "unknown".into());
     let mut text = format!(
@@ -561,10 +662,16 @@ fn judge_session(
     for d in details {
         f = f.detail(d);
     }
+    let named = iqn_pv
+        .map(|p| names.volume(p, uids.iter().map(String::as_str)))
+        .filter(|n| Some(n.as_str()) != iqn_pv);
+    let who = match named {
+        // `session3 media/radarr-0 (PVC media/radarr-config, pvc-…)`
+        Some(n) => format!("{} {n}", s.name),
+        None => format!("{} ({})", s.name, label(s)),
+    };
     let short = format!(
-        "{} ({}): {}",
-        s.name,
-        label(s),
+        "{who}: {}",
         sorted
             .iter()
             .map(|p| p.short.as_str())
@@ -586,25 +693,26 @@ fn included(s: &Session, policy: &Policy) -> bool {
     policy.include.is_empty() || policy.include.iter().any(|r| r.is_match(iqn))
 }
 
-/// Every decision, from gathered data alone.
+/// Every decision, from gathered data alone, without names.
 pub fn evaluate(data: &Gathered, policy: &Policy) -> Report {
+    evaluate_named(data, policy, &Names::default())
+}
+
+/// Every decision, from gathered data alone; volumes named with what `names` knows (its notes
+/// are added).
+pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report {
     let all = &data.sessions.sessions;
     let sessions: Vec<&Session> = all.iter().filter(|s| included(s, policy)).collect();
     let excluded = all.len() - sessions.len();
 
-    let mut by_dev: HashMap<(u32, u32), Vec<&Mount>> = HashMap::new();
-    if let Some(Ok(mounts)) = &data.mounts {
-        for m in mounts {
-            by_dev.entry((m.major, m.minor)).or_default().push(m);
-        }
-    }
+    let by_dev = mounts_by_dev(data);
 
     let mut findings: Vec<Finding> = Vec::new();
     // (status, phrase) for the summary, in order of discovery; sorted worst first below.
     let mut phrases: Vec<(Status, String)> = Vec::new();
     let mut unhealthy = 0usize;
     for s in &sessions {
-        let v = judge_session(s, policy, &by_dev, &data.kubelet_roots);
+        let v = judge_session(s, policy, &by_dev, &data.kubelet_roots, names);
         if v.status != Status::Ok {
             unhealthy += 1;
             phrases.push((v.status, v.short));
@@ -798,8 +906,20 @@ pub fn evaluate(data: &Gathered, policy: &Policy) -> Report {
             r = r.note(format!("mount points not shown: {e}"));
         }
     }
+    for n in &names.notes {
+        r = r.note(n.clone());
+    }
     r.sort_findings();
     r
+}
+
+/// The shared resolver: through the API too with the `api` feature (default), else from
+/// --pods-json/--pvs-json only.
+fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    #[cfg(feature = "api")]
+    return kube::names::resolve(args, wanted, ctx);
+    #[cfg(not(feature = "api"))]
+    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]

@@ -572,3 +572,57 @@ fn regex_errors_are_one_line_with_the_reason() {
     );
     assert!(parse_regex("jiva:pvc-").is_ok());
 }
+
+#[test]
+fn unhealthy_sessions_are_named_and_only_they_are_wanted() {
+    let mut s = healthy3();
+    s[2].state = v("FREE");
+    s[2].devices[0].state = v("transport-offline");
+    let mut g = data(s);
+    g.kubelet_roots = vec![PathBuf::from("/var/lib/kubelet")];
+    let mi = "\
+31 1 8:48 / /var/lib/kubelet/pods/7f1e/volumes/kubernetes.io~csi/pvc-ccc/mount rw,relatime - ext4 /dev/sdd ro,relatime
+32 1 8:16 / /var/lib/kubelet/pods/1111/volumes/kubernetes.io~csi/pvc-aaa/mount rw,relatime - ext4 /dev/sdb rw,relatime
+";
+    g.mounts = Some(Ok(node::mountinfo::parse(mi, "test").unwrap()));
+    let w = wanted(&g, &Policy::default());
+    assert_eq!(w.pvs.iter().collect::<Vec<_>>(), ["pvc-ccc"]);
+    assert_eq!(w.pod_uids.iter().collect::<Vec<_>>(), ["7f1e"]);
+    assert!(wanted(&data(healthy3()), &Policy::default()).is_empty());
+
+    let mut names = Names::default();
+    names
+        .claims
+        .insert("pvc-ccc".into(), ("media".into(), "radarr-config".into()));
+    names.pods.insert(
+        "7f1e".into(),
+        kube::names::PodName {
+            namespace: "media".into(),
+            name: "radarr-0".into(),
+            node: None,
+        },
+    );
+    names.notes.push("resolver note".into());
+    let r = evaluate_named(&g, &Policy::default(), &names);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.summary.contains(
+            "session3 media/radarr-0 (PVC media/radarr-config, pvc-ccc): FREE (recovery timed out)"
+        ),
+        "{}",
+        r.summary
+    );
+    let t = texts(&r);
+    assert!(
+        t.contains(":pvc-ccc (PV pvc-ccc, PVC media/radarr-config, pod media/radarr-0), portal"),
+        "{t}"
+    );
+    assert_eq!(r.notes, ["resolver note"]);
+    // No names: unchanged output.
+    let r = evaluate(&g, &Policy::default());
+    assert!(
+        r.summary.contains("session3 (pvc-ccc): FREE"),
+        "{}",
+        r.summary
+    );
+}

@@ -14,6 +14,7 @@
 //! an alarm. Recorded ext4 errors on a filesystem that is still writable are a WARNING.
 
 use clap::Parser;
+use kube::names::{Names, Wanted};
 use node::kubelet::{self, Kind};
 use node::probe::{self, Outcome};
 use node::{fsstate, Host, Mount};
@@ -84,6 +85,10 @@ pub struct Opts {
     /// How long one mount point may take to answer stat/statfs/readdir
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_dur)]
     pub probe_timeout: Duration,
+
+    /// Names an operator knows: pods and claims of the volumes in non-OK findings
+    #[command(flatten)]
+    pub names: kube::NamesArgs,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -385,12 +390,37 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
     Verdict::Writable
 }
 
-fn short_name(v: &Volume) -> String {
+fn short_name(v: &Volume, names: &Names) -> String {
     if v.names.is_empty() {
         format!("volume on {}", v.source)
     } else {
-        v.names.iter().cloned().collect::<Vec<_>>().join(",")
+        v.names
+            .iter()
+            .map(|n| names.volume(n, v.pod_uids.iter().map(String::as_str)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
+}
+
+/// The volumes and pods whose names the report needs: those of non-OK volumes only, so a
+/// healthy node costs no lookup. Pure.
+pub fn wanted(data: &NodeData) -> Wanted {
+    let mut w = Wanted::default();
+    for v in &data.volumes {
+        if matches!(
+            judge(v, data.kernel, data.can_read_all),
+            Verdict::Writable | Verdict::ReadOnlyByDesign
+        ) {
+            continue;
+        }
+        for n in &v.names {
+            w.add(n, v.pod_uids.iter().map(String::as_str));
+        }
+        if v.names.is_empty() {
+            w.add("", v.pod_uids.iter().map(String::as_str));
+        }
+    }
+    w
 }
 
 fn describe(v: &Volume) -> String {
@@ -402,8 +432,14 @@ fn describe(v: &Volume) -> String {
     dev
 }
 
-/// The whole decision. Pure.
+/// The whole decision without names. Pure.
 pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
+    evaluate_named(data, thresholds, &Names::default())
+}
+
+/// The whole decision, volumes named with what `names` knows (pods, claims; its notes are
+/// added). Pure.
+pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -> Report {
     let mut ro = Vec::new();
     let mut errs = Vec::new();
     let mut findings = Vec::new();
@@ -411,11 +447,11 @@ pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
         let verdict = judge(v, data.kernel, data.can_read_all);
         let (status, what) = match &verdict {
             Verdict::ReadOnly(why) => {
-                ro.push(short_name(v));
+                ro.push(short_name(v, names));
                 (Status::Critical, format!("is read-only: {why}"))
             }
             Verdict::Errors(why) => {
-                errs.push(short_name(v));
+                errs.push(short_name(v, names));
                 (
                     Status::Warning,
                     format!("has recorded errors but is still writable: {why}"),
@@ -428,12 +464,19 @@ pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
         };
         let mut f = Finding::new(
             status,
-            format!("{} {} — {}", short_name(v), what, describe(v)),
+            format!("{} {} — {}", short_name(v, names), what, describe(v)),
         );
         if !v.pod_uids.is_empty() {
             f = f.detail(format!(
                 "pods: {}",
-                v.pod_uids.iter().cloned().collect::<Vec<_>>().join(", ")
+                v.pod_uids
+                    .iter()
+                    .map(|u| match names.pod(u) {
+                        Some(p) => format!("{p} (UID {u})"),
+                        None => u.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         for (mp, mro) in &v.mounts {
@@ -503,6 +546,7 @@ pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
     }
     r.findings = findings;
     r.sort_findings();
+    r.notes.extend(names.notes.iter().cloned());
     r.perf(Perfdata::new("pv_mounts", n as f64).min(0.0))
         .perf(
             Perfdata::new("ro_volumes", ro.len() as f64)
@@ -518,12 +562,26 @@ impl Check for Opts {
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+    fn reads_stdin(&self) -> bool {
+        self.names.reads_stdin()
+    }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let data = gather(self, ctx)?;
+        // Names only after the node's own work, and only for what will be reported.
+        let names = resolve_names(&self.names, &wanted(&data), ctx);
         ctx.stage("evaluating");
         let t = Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()));
-        Ok(evaluate(&data, &t))
+        Ok(evaluate_named(&data, &t, &names))
     }
+}
+
+/// The shared resolver: through the API too with the `api` feature (default), else from
+/// --pods-json/--pvs-json only.
+fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    #[cfg(feature = "api")]
+    return kube::names::resolve(args, wanted, ctx);
+    #[cfg(not(feature = "api"))]
+    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]

@@ -301,6 +301,61 @@ fn block_mode_volume_with_ro_device_is_critical() {
 }
 
 #[test]
+fn names_are_wanted_only_for_non_ok_volumes() {
+    // Healthy node: nothing to name, so no lookup at all.
+    assert!(wanted(&data(&table("rw"), (6, 18, 0))).is_empty());
+    let w = wanted(&data(&table("rw,emergency_ro"), (6, 15, 0)));
+    assert_eq!(w.pvs.iter().collect::<Vec<_>>(), ["pvc-a634b9a3"]);
+    assert_eq!(w.pod_uids.iter().collect::<Vec<_>>(), ["8e1f"]);
+}
+
+#[test]
+fn findings_name_pod_and_claim_and_keep_notes() {
+    let d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    let mut names = Names::default();
+    names.claims.insert(
+        "pvc-a634b9a3".into(),
+        ("media".into(), "radarr-config".into()),
+    );
+    names.pods.insert(
+        "8e1f".into(),
+        kube::names::PodName {
+            namespace: "media".into(),
+            name: "radarr-0".into(),
+            node: None,
+        },
+    );
+    names.notes.push("a note from the resolver".into());
+    let r = evaluate_named(&d, &default_t(), &names);
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(
+        r.summary,
+        "1 of 3 PV filesystems read-only: media/radarr-0 (PVC media/radarr-config, pvc-a634b9a3)"
+    );
+    assert!(
+        r.findings[0]
+            .text
+            .starts_with("media/radarr-0 (PVC media/radarr-config, pvc-a634b9a3) is read-only: "),
+        "{:?}",
+        r.findings[0]
+    );
+    assert!(r.findings[0]
+        .details
+        .iter()
+        .any(|d| d == "pods: media/radarr-0 (UID 8e1f)"));
+    assert_eq!(r.notes, ["a note from the resolver"]);
+    // A failed lookup leaves the alarm as it was, with its note.
+    let mut failed = Names::default();
+    failed
+        .notes
+        .push("names not resolved: cannot connect".into());
+    let r = evaluate_named(&d, &default_t(), &failed);
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(r.summary, "1 of 3 PV filesystems read-only: pvc-a634b9a3");
+    assert_eq!(r.notes, ["names not resolved: cannot connect"]);
+}
+
+#[test]
 fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
     let mut d = data(&table("rw"), (6, 18, 0));
     vol(&mut d, "pvc-healthy").probe = Some(Outcome::Failed {

@@ -21,6 +21,33 @@ pub struct PvInfo {
     /// `spec.csi.driver` / `spec.csi.volumeHandle` (absent for non-CSI PVs).
     pub driver: Option<String>,
     pub volume_handle: Option<String>,
+    /// `spec.claimRef` as `namespace/name` (a bound PV).
+    pub claim: Option<(String, String)>,
+}
+
+/// The shared resolver's [`kube::Names`] from what the cross-checks already read (no further
+/// request): pods by UID, PVs (by name and volume handle) to their claims, claims to their pods.
+pub fn names(view: &ClusterView) -> kube::Names {
+    let mut n = kube::Names::default();
+    for p in view.pods.iter().flatten() {
+        n.pods.insert(
+            p.uid.clone(),
+            kube::names::PodName {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                node: p.node.clone(),
+            },
+        );
+    }
+    for pv in view.pvs.iter().flatten() {
+        if let Some(c) = &pv.claim {
+            n.claims.insert(pv.name.clone(), c.clone());
+            if let Some(h) = pv.volume_handle.as_ref().filter(|h| !h.is_empty()) {
+                n.claims.entry(h.clone()).or_insert_with(|| c.clone());
+            }
+        }
+    }
+    n
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +173,11 @@ pub fn from_api(client: &kube::Client, node: &str) -> Result<ClusterView, plugin
             name: pv.metadata.name,
             driver: csi.as_ref().map(|c| c.driver.clone()),
             volume_handle: csi.map(|c| c.volume_handle),
+            claim: pv
+                .spec
+                .claim_ref
+                .filter(|c| !c.name.is_empty())
+                .map(|c| (c.namespace, c.name)),
         })
     })?;
     let mut attachments = Vec::new();
@@ -193,11 +225,19 @@ struct Spec {
     node_name: Option<String>,
     // PersistentVolume
     csi: Option<PvCsi>,
+    claim_ref: Option<ClaimRef>,
     // VolumeAttachment
     attacher: Option<String>,
     source: Option<VaSource>,
     // CSIDriver
     attach_required: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ClaimRef {
+    namespace: Option<String>,
+    name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -284,6 +324,12 @@ pub fn parse_objects(
                     name,
                     driver: csi.driver,
                     volume_handle: csi.volume_handle,
+                    claim: spec.claim_ref.and_then(|c| {
+                        Some((
+                            c.namespace.unwrap_or_default(),
+                            c.name.filter(|n| !n.is_empty())?,
+                        ))
+                    }),
                 });
             }
             "VolumeAttachment" => {
@@ -337,7 +383,7 @@ mod tests {
     ],"metadata":{"resourceVersion":""}}"#;
 
     const PVS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
-      {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pvc-81b676e6"},"spec":{"csi":{"driver":"driver.longhorn.io","volumeHandle":"pvc-81b676e6"}}},
+      {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pvc-81b676e6"},"spec":{"csi":{"driver":"driver.longhorn.io","volumeHandle":"pvc-81b676e6"},"claimRef":{"kind":"PersistentVolumeClaim","namespace":"shop","name":"data-web-0"}}},
       {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-nfs"},"spec":{"nfs":{"server":"x","path":"/"}}},
       {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"csi-1"},"spec":{"attacher":"driver.longhorn.io","nodeName":"worker-04","source":{"persistentVolumeName":"pvc-81b676e6"}},"status":{"attached":true}},
       {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"csi-2"},"spec":{"attacher":"x","nodeName":"worker-04","source":{"inlineVolumeSpec":{}}}},
@@ -384,6 +430,19 @@ mod tests {
         assert!(v.needs_attachment("driver.longhorn.io"));
         assert!(!v.needs_attachment("nfs.csi.k8s.io"));
         assert!(!v.needs_attachment("never.seen"));
+    }
+
+    #[test]
+    fn names_from_the_view_without_another_request() {
+        let v = view(Some(PODS), Some(PVS));
+        let n = names(&v);
+        assert_eq!(n.pod("u-1").as_deref(), Some("shop/web-0"));
+        assert_eq!(n.claim("pvc-81b676e6").as_deref(), Some("shop/data-web-0"));
+        assert_eq!(n.claim("pv-nfs"), None);
+        assert_eq!(
+            n.volume("pvc-81b676e6", ["u-1"]),
+            "shop/web-0 (PVC shop/data-web-0, pvc-81b676e6)"
+        );
     }
 
     #[test]

@@ -768,10 +768,23 @@ fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
     }
 }
 
-fn identity_line(m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
+/// Who a mount is for, as an operator knows it (`media/radarr-0 (PVC media/radarr-config,
+/// pvc-…)`), when the cross-checks named a pod or a claim.
+fn named(id: &Identity, names: &kube::Names) -> Option<String> {
+    let pv = id.pv.as_deref()?;
+    let label = names.volume(pv, id.pod_uid.as_deref());
+    (label != pv).then_some(label)
+}
+
+fn identity_line(m: &CsiMount, id: &Identity, c: &ClusterView, names: &kube::Names) -> String {
     let mut parts = Vec::new();
     match &id.pv {
-        Some(pv) => parts.push(format!("pv {pv} (from {})", id.pv_from)),
+        Some(pv) => {
+            parts.push(format!("pv {pv} (from {})", id.pv_from));
+            if let Some(claim) = names.claim(pv) {
+                parts.push(format!("PVC {claim}"));
+            }
+        }
         None => parts.push("pv unknown".into()),
     }
     parts.push(format!(
@@ -799,6 +812,8 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn evaluate(data: &Data, opts: &Opts) -> Report {
     let c = &data.cluster;
     let ids = identify(&data.mounts, c);
+    // Names an operator knows, from what the cross-checks read (the shared resolver's format).
+    let names = cluster::names(c);
     let sel: Vec<usize> = (0..data.mounts.len())
         .filter(|&i| data.mounts[i].selected)
         .collect();
@@ -850,7 +865,7 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
                 Status::Ok,
                 format!("healthy {} {}", kind_word(&m.kind), m.mount_point.display()),
             )
-            .detail(identity_line(m, id, c));
+            .detail(identity_line(m, id, c, &names));
             if let Some(e) = &m.vol_data_error {
                 f = f.detail(format!("note: {e}"));
             }
@@ -861,8 +876,11 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
             Some((_, n)) => *n += 1,
             None => by_class.push((short(primary), 1)),
         }
-        let mut f = Finding::new(primary.status(), headline(primary, m, id, c))
-            .detail(identity_line(m, id, c));
+        let mut text = headline(primary, m, id, c);
+        if let Some(who) = named(id, &names) {
+            text.push_str(&format!(" — {who}"));
+        }
+        let mut f = Finding::new(primary.status(), text).detail(identity_line(m, id, c, &names));
         let also: Vec<&str> = probs[1..].iter().map(short).collect();
         if !also.is_empty() {
             f = f.detail(format!("also: {}", also.join(", ")));

@@ -83,6 +83,7 @@ fn pv(name: &str) -> PvInfo {
         name: name.into(),
         driver: Some(DRIVER.into()),
         volume_handle: Some(name.into()),
+        claim: None,
     }
 }
 
@@ -456,6 +457,7 @@ fn staging_pv_from_the_pv_list_by_hash_then_the_handle() {
             name: "pvc-z".into(),
             driver: Some(DRIVER.into()),
             volume_handle: Some("vol-123".into()),
+            claim: None,
         }],
         vec![],
     );
@@ -708,4 +710,40 @@ fn the_api_leaves_the_probes_their_time() {
     assert_eq!(api_budget(Duration::from_millis(9500), s(3)), s(6));
     // Probes longer than the run: the API still gets half, the probes are capped later.
     assert_eq!(api_budget(s(4), s(30)), s(2));
+}
+
+#[test]
+fn findings_name_the_pod_and_claim_the_cross_checks_read() {
+    let mut ms = healthy_pair();
+    ms[1].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let mut p = pv("pvc-a");
+    p.claim = Some(("shop".into(), "data-pod-u-1".into()));
+    let d = data(
+        ms,
+        full_view(vec![pod("u-1", NODE)], vec![p], vec![va("pvc-a", NODE)]),
+    );
+    let r = evaluate(&d, &opts(&[]));
+    assert_eq!(r.status, Status::Critical);
+    let f = r.findings.iter().find(|f| f.status != Status::Ok).unwrap();
+    assert!(
+        f.text
+            .ends_with("no answer in 3s — shop/pod-u-1 (PVC shop/data-pod-u-1, pvc-a)"),
+        "{}",
+        f.text
+    );
+    assert!(
+        f.details[0].starts_with("pv pvc-a (from path), PVC shop/data-pod-u-1, driver "),
+        "{:?}",
+        f.details
+    );
+    // Without a cluster view: the headline as before.
+    let mut ms = healthy_pair();
+    ms[1].probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let t = problem_texts(&r);
+    assert!(t[0].ends_with("no answer in 3s"), "{}", t[0]);
 }

@@ -7,6 +7,7 @@ pub mod classify;
 
 use clap::Parser;
 use classify::{Category, Device, Patterns};
+use kube::names::{Names, Wanted};
 use node::logs::{kmsg, state, time};
 use node::Host;
 use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Report, Status, Unknown};
@@ -79,6 +80,10 @@ pub struct Opts {
     /// Ignore records matching this regex (repeatable; checked before every other rule)
     #[arg(long = "exclude-pattern", value_name = "REGEX", value_parser = parse_re)]
     pub exclude_pattern: Vec<Regex>,
+
+    /// Names an operator knows: pods and claims of the volumes the errors hit
+    #[command(flatten)]
+    pub names: kube::NamesArgs,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -119,19 +124,73 @@ pub struct Data {
     pub notes: Vec<String>,
 }
 
-/// Aggregate and decide (pure). `now`: epoch ms; `window_ms` 0 = everything.
+/// The pod UID in a kubelet pod volume path (`…/pods/<uid>/volumes/…`, `…/volumeDevices/…`).
+pub fn pod_uid_of(mount_point: &Path) -> Option<String> {
+    let parts: Vec<&str> = mount_point
+        .iter()
+        .map(|c| c.to_str().unwrap_or(""))
+        .collect();
+    parts.windows(3).find_map(|w| {
+        (w[0] == "pods" && (w[2] == "volumes" || w[2] == "volumeDevices") && !w[1].is_empty())
+            .then(|| w[1].to_string())
+    })
+}
+
+/// PVs and pod UIDs of what a device holds.
+fn held(h: &Holding) -> (Vec<&str>, Vec<String>) {
+    let mut pvs: Vec<&str> = Vec::new();
+    for p in h.mounts.iter().filter_map(|(_, pv)| pv.as_deref()) {
+        if !pvs.contains(&p) {
+            pvs.push(p);
+        }
+    }
+    let mut uids: Vec<String> = h
+        .mounts
+        .iter()
+        .filter_map(|(mp, _)| pod_uid_of(mp))
+        .collect();
+    uids.sort();
+    uids.dedup();
+    (pvs, uids)
+}
+
+/// Events that count: in the window, each record once.
+fn counted(data: &Data, window_ms: i64, now: i64) -> impl Iterator<Item = &Event> {
+    let mut seen = BTreeSet::new();
+    data.events.iter().filter(move |e| {
+        !(window_ms > 0 && e.t < now - window_ms) && seen.insert((e.seq, e.text.as_str()))
+    })
+}
+
+/// The volumes and pods whose names the report needs: those hit by a counted record (every
+/// finding of this check is an alert). Pure.
+pub fn wanted(data: &Data, window_ms: i64, now: i64) -> Wanted {
+    let mut w = Wanted::default();
+    for e in counted(data, window_ms, now) {
+        if Category::from_label(&e.category).is_none() {
+            continue;
+        }
+        if let Some(h) = e.device.as_ref().and_then(|d| data.holdings.get(d)) {
+            let (pvs, uids) = held(h);
+            for pv in pvs {
+                w.add(pv, uids.iter().map(String::as_str));
+            }
+        }
+    }
+    w
+}
+
+/// Aggregate and decide (pure), without names. `now`: epoch ms; `window_ms` 0 = everything.
 pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
+    evaluate_named(data, window_ms, now, &Names::default())
+}
+
+/// Aggregate and decide (pure), volumes named with what `names` knows (its notes are added).
+pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> Report {
     type Key = (Category, Option<Device>);
     let mut groups: BTreeMap<Key, Vec<&Event>> = BTreeMap::new();
     let mut counts: BTreeMap<Category, u64> = BTreeMap::new();
-    let mut seen = BTreeSet::new();
-    for e in &data.events {
-        if window_ms > 0 && e.t < now - window_ms {
-            continue;
-        }
-        if !seen.insert((e.seq, e.text.as_str())) {
-            continue;
-        }
+    for e in counted(data, window_ms, now) {
         let Some(cat) = Category::from_label(&e.category) else {
             continue;
         };
@@ -149,19 +208,13 @@ pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
         if !h.disks.is_empty() && !matches!(d, Device::Block(_)) {
             s.push_str(&format!(" ({})", h.disks.join(",")));
         }
-        let pvs: Vec<&str> = h
-            .mounts
-            .iter()
-            .filter_map(|(_, pv)| pv.as_deref())
-            .collect();
-        let mut pvs_u: Vec<&str> = Vec::new();
-        for p in pvs {
-            if !pvs_u.contains(&p) {
-                pvs_u.push(p);
-            }
-        }
+        let (pvs_u, uids) = held(h);
         if !pvs_u.is_empty() {
-            s.push_str(&format!(" → {}", pvs_u.join(",")));
+            let named: Vec<String> = pvs_u
+                .iter()
+                .map(|pv| names.volume(pv, uids.iter().map(String::as_str)))
+                .collect();
+            s.push_str(&format!(" → {}", named.join(",")));
         } else if let Some((mp, _)) = h.mounts.first() {
             s.push_str(&format!(" → {}", mp.display()));
         }
@@ -244,7 +297,7 @@ pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
     for f in findings {
         report = report.finding(f);
     }
-    for n in &data.notes {
+    for n in data.notes.iter().chain(&names.notes) {
         report = report.note(n.clone());
     }
     for c in Category::ALL {
@@ -546,17 +599,29 @@ impl Check for Opts {
         &self.common
     }
 
+    fn reads_stdin(&self) -> bool {
+        self.names.reads_stdin()
+    }
+
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let rem = ctx.remaining();
         let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
         let deadline = Instant::now() + rem.saturating_sub(margin);
         let data = gather(self, ctx, deadline)?;
-        Ok(evaluate(
-            &data,
-            self.window.as_millis() as i64,
-            time::now_ms(),
-        ))
+        let (window, now) = (self.window.as_millis() as i64, time::now_ms());
+        // Names only after the kernel log is read, and only for the volumes the errors hit.
+        let names = resolve_names(&self.names, &wanted(&data, window, now), ctx);
+        Ok(evaluate_named(&data, window, now, &names))
     }
+}
+
+/// The shared resolver: through the API too with the `api` feature (default), else from
+/// --pods-json/--pvs-json only.
+fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    #[cfg(feature = "api")]
+    return kube::names::resolve(args, wanted, ctx);
+    #[cfg(not(feature = "api"))]
+    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]
@@ -645,6 +710,77 @@ mod tests {
             .details
             .iter()
             .any(|d| d.contains("mounted at /var/lib/kubelet/pods/u"))));
+    }
+
+    #[test]
+    fn volumes_hit_are_named_and_wanted() {
+        let now = 100 * MIN;
+        let mut d = data(vec![
+            ev(
+                1,
+                now - 3 * MIN,
+                "EXT4-fs (sde): Remounting filesystem read-only",
+            ),
+            // Outside the window: its volume is not looked up.
+            ev(
+                2,
+                now - 30 * MIN,
+                "EXT4-fs (sdf): Remounting filesystem read-only",
+            ),
+        ]);
+        let mp = |uid: &str, pv: &str| {
+            PathBuf::from(format!(
+                "/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~csi/{pv}/mount"
+            ))
+        };
+        d.holdings.insert(
+            Device::Block("sde".into()),
+            Holding {
+                disks: vec!["sde".into()],
+                mounts: vec![(mp("3c2b", "pvc-746b2837"), Some("pvc-746b2837".into()))],
+            },
+        );
+        d.holdings.insert(
+            Device::Block("sdf".into()),
+            Holding {
+                disks: vec!["sdf".into()],
+                mounts: vec![(mp("9999", "pvc-old"), Some("pvc-old".into()))],
+            },
+        );
+        let w = wanted(&d, 15 * MIN, now);
+        assert_eq!(w.pvs.iter().collect::<Vec<_>>(), ["pvc-746b2837"]);
+        assert_eq!(w.pod_uids.iter().collect::<Vec<_>>(), ["3c2b"]);
+        let mut names = Names::default();
+        names.claims.insert(
+            "pvc-746b2837".into(),
+            ("media".into(), "config-seerr-0".into()),
+        );
+        names.pods.insert(
+            "3c2b".into(),
+            kube::names::PodName {
+                namespace: "media".into(),
+                name: "seerr-0".into(),
+                node: None,
+            },
+        );
+        names.notes.push("resolver note".into());
+        let r = evaluate_named(&d, 15 * MIN, now, &names);
+        assert_eq!(r.status, Status::Critical);
+        assert!(
+            r.summary
+                .contains("sde → media/seerr-0 (PVC media/config-seerr-0, pvc-746b2837)"),
+            "{}",
+            r.summary
+        );
+        assert_eq!(r.notes.last().map(String::as_str), Some("resolver note"));
+        // Without names: as before.
+        let r = evaluate(&d, 15 * MIN, now);
+        assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
+        assert_eq!(
+            pod_uid_of(Path::new("/k/pods/u1/volumeDevices/kubernetes.io~csi/pv")),
+            Some("u1".into())
+        );
+        assert_eq!(pod_uid_of(Path::new("/k/plugins/x/globalmount")), None);
     }
 
     #[test]

@@ -16,6 +16,10 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// How the "nothing found" error of [`Lookup::resolve`] starts (callers that can do without the
+/// API, such as the name resolver, tell it apart from a broken configuration by it).
+pub const NO_CREDENTIALS: &str = "no Kubernetes credentials found";
+
 /// The in-cluster service account directory.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -516,7 +520,7 @@ impl Lookup {
             format!(" ({})", notes.join("; "))
         };
         Err(Unknown(format!(
-            "no Kubernetes credentials found: give --kubeconfig FILE (or --pods-json FILE); looked at \
+            "{NO_CREDENTIALS}: give --kubeconfig FILE (or --pods-json FILE); looked at \
              $KUBECONFIG, the in-cluster service account, {} and ~/.kube/config{tried}",
             self.node_files
                 .iter()

@@ -6,7 +6,8 @@
 //!   failures as [`plugin::Unknown`] with the HTTP status and a hint (401, 403 with the RBAC rule, …);
 //! - [`types`]: compact typed subsets of Pod, PersistentVolume, VolumeAttachment, Event;
 //! - [`args`]: the shared options (`--kubeconfig`, `--context`, `--node`, `--pods-json`, `--pvs-json`);
-//! - [`load_pods_json`]/[`load_pvs_json`]: the same objects from `kubectl get … -o json` files.
+//! - [`load_pods_json`]/[`load_pvs_json`]: the same objects from `kubectl get … -o json` files;
+//! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks.
 //!
 //! Typical use in a check's `gather`:
 //! ```ignore
@@ -22,6 +23,7 @@ pub mod args;
 pub mod client;
 pub mod config;
 pub mod list;
+pub mod names;
 pub mod selector;
 pub mod time;
 pub mod types;
@@ -29,6 +31,7 @@ pub mod types;
 pub use args::{ApiArgs, NodeArg, PodsJsonArg, PvsJsonArg};
 pub use client::{ApiError, Client, ListParams, Resource};
 pub use config::{Auth, Config, Lookup, Source};
+pub use names::{Names, NamesArgs, Wanted};
 pub use selector::Selector;
 pub use time::Time;
 pub use types::{Event, PersistentVolume, Pod, VolumeAttachment};

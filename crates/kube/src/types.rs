@@ -30,6 +30,11 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<Time>,
     #[serde(deserialize_with = "nd")]
     pub owner_references: Vec<OwnerReference>,
+    /// Finalizers still present (a deleted object stays until the list is empty).
+    #[serde(deserialize_with = "nd")]
+    pub finalizers: Vec<String>,
+    /// The grace period a deletion was requested with (set with `deletion_timestamp`).
+    pub deletion_grace_period_seconds: Option<i64>,
 }
 
 impl ObjectMeta {
@@ -75,6 +80,7 @@ pub struct PodSpec {
     pub node_name: Option<String>,
     #[serde(deserialize_with = "nd")]
     pub volumes: Vec<PodVolume>,
+    pub termination_grace_period_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

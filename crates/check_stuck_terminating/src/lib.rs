@@ -1,0 +1,429 @@
+//! check_stuck_terminating — pods wedged in Terminating.
+//!
+//! The incident (pvek8s storage cascade, chain 3): seerr's pod was deleted at 20:32, jiva-csi's
+//! NodeUnpublish failed once on `chmod …/mount: read-only file system`, never retried, and the pod
+//! sat in Terminating for ~40 minutes with nothing saying it would never heal. The runbook's fix
+//! was a single `umount` of the pod's volume mount path on the node.
+//!
+//! A pod is terminating when it has a `deletionTimestamp`. The API sets that to the time of the
+//! delete request *plus* the grace period (`deletionGracePeriodSeconds`): it is the moment the
+//! pod should be gone. The pod is **overdue** by `now - deletionTimestamp`, and WARNING/CRITICAL
+//! when overdue longer than `--warning-after` (5m) / `--critical-after` (10m). Per wedged pod:
+//! node, time since the delete request, the grace period, finalizers still present, and (API
+//! only) the latest teardown failure among its events (`FailedKillPod`, `FailedUnmount`, or any
+//! message with `UnmountVolume.TearDown failed`). When that message names a pod volume mount path
+//! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
+
+use clap::Parser;
+use kube::{ApiArgs, NodeArg, Pod, PodFilter, PodsJsonArg, Time};
+use plugin::{
+    fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
+    Unknown, Uom,
+};
+use regex::Regex;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// At most this many event lookups per run (one request each); the rest are skipped with a note.
+pub const MAX_EVENT_LOOKUPS: usize = 20;
+
+/// Grace period when a pod says none (the API's default).
+pub const DEFAULT_GRACE: i64 = 30;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "check_stuck_terminating",
+    version,
+    about = "Alert on pods wedged in Terminating",
+    long_about = "Alert on pods wedged in Terminating.\n\n\
+A pod is terminating once it has a deletionTimestamp, which the API sets to the delete request \
+plus the grace period: the moment the pod should be gone. It is wedged when it is still there \
+longer than --warning-after or --critical-after past that moment (a volume teardown that failed \
+and is never retried, a finalizer nobody removes, a kubelet that cannot kill a container).\n\n\
+Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
+`kubectl get pods -A -o json` output with --pods-json. For each wedged pod its finalizers and the \
+latest FailedKillPod/FailedUnmount event are shown (--no-events to skip the event lookup); when \
+a failed unmount names a pod volume mount path, a hint gives the recovery step (umount it on the \
+node).\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+)]
+pub struct Opts {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Warn when a pod is still there this long after its grace period ended (duration range)
+    #[arg(short = 'w', long = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    pub warning: Range,
+
+    /// Critical when a pod is still there this long after its grace period ended (duration range)
+    #[arg(short = 'c', long = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    pub critical: Range,
+
+    #[command(flatten)]
+    pub node: NodeArg,
+
+    /// Look at pods on every node instead of this one
+    #[arg(long, conflicts_with = "node")]
+    pub all_nodes: bool,
+
+    /// Only pods in this namespace (repeatable; default: all namespaces)
+    #[arg(long, value_name = "NS")]
+    pub namespace: Vec<String>,
+
+    /// Do not look up FailedKillPod/FailedUnmount events for wedged pods
+    #[arg(long)]
+    pub no_events: bool,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
+
+    #[command(flatten)]
+    pub pods: PodsJsonArg,
+}
+
+fn parse_range(s: &str) -> Result<Range, String> {
+    Range::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// What `evaluate` needs of one terminating pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Terminating {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    /// `metadata.deletionTimestamp`: request time + grace period.
+    pub deletion: Time,
+    /// `deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30.
+    pub grace: i64,
+    pub finalizers: Vec<String>,
+}
+
+impl Terminating {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+    /// Seconds past the moment the pod should have been gone (0 while inside its grace period).
+    pub fn overdue(&self, now: Time) -> i64 {
+        (now - self.deletion).max(0)
+    }
+    /// Seconds since the delete request.
+    pub fn since_delete(&self, now: Time) -> i64 {
+        (now - (self.deletion - self.grace)).max(0)
+    }
+}
+
+/// The latest teardown failure of a pod, from its events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Teardown {
+    pub reason: String,
+    pub message: String,
+    pub when: Option<Time>,
+}
+
+/// Everything gathered.
+#[derive(Debug, Clone, Default)]
+pub struct Data {
+    /// Pods in scope.
+    pub pods: usize,
+    /// Pods with a deletionTimestamp.
+    pub terminating: Vec<Terminating>,
+    /// Latest teardown failure per `ns/name`.
+    pub events: HashMap<String, Teardown>,
+    /// What was read, e.g. "on node k8s03".
+    pub scope: String,
+    pub notes: Vec<String>,
+}
+
+/// `Some` when the pod is terminating (whatever for how long).
+pub fn classify(p: &Pod) -> Option<Terminating> {
+    let deletion = p.metadata.deletion_timestamp?;
+    let grace = p
+        .metadata
+        .deletion_grace_period_seconds
+        .or(p.spec.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_GRACE)
+        .max(0);
+    Some(Terminating {
+        namespace: p.metadata.namespace.clone(),
+        name: p.metadata.name.clone(),
+        uid: p.metadata.uid.clone(),
+        node: p.spec.node_name.clone().unwrap_or_default(),
+        deletion,
+        grace,
+        finalizers: p.metadata.finalizers.clone(),
+    })
+}
+
+fn thresholds(o: &Opts) -> Thresholds {
+    Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()))
+}
+
+fn age(s: i64) -> String {
+    fmt_duration(Duration::from_secs(s.max(0) as u64))
+}
+
+fn mount_path_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(/[^\s"'\[\]:]*/pods/([0-9A-Fa-f-]{8,})/volumes/kubernetes\.io~csi/[^/\s"'\[\]:]+/mount)"#,
+        )
+        .expect("static regex")
+    })
+}
+
+/// The pod volume mount path a teardown failure names (`…/pods/<uid>/volumes/kubernetes.io~csi/
+/// <pv>/mount`), if it names one of this pod (`uid`, when known).
+pub fn failed_mount_path(message: &str, uid: &str) -> Option<String> {
+    mount_path_re()
+        .captures_iter(message)
+        .find(|c| uid.is_empty() || c[2].eq_ignore_ascii_case(uid))
+        .map(|c| c[1].to_string())
+}
+
+/// Is this event a teardown failure?
+pub fn is_teardown_failure(e: &kube::Event) -> bool {
+    e.reason == "FailedKillPod"
+        || e.reason == "FailedUnmount"
+        || e.message.contains("UnmountVolume.TearDown failed")
+}
+
+/// The latest teardown failure among `events`.
+pub fn latest_teardown(events: &[kube::Event]) -> Option<Teardown> {
+    events
+        .iter()
+        .filter(|e| is_teardown_failure(e))
+        .max_by_key(|e| e.last_seen())
+        .map(|e| Teardown {
+            reason: e.reason.clone(),
+            message: e.message.clone(),
+            when: e.last_seen(),
+        })
+}
+
+/// Decide. Pure: `now` is Unix seconds.
+pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
+    let th = thresholds(o);
+    let mut wedged: Vec<(Status, &Terminating)> = Vec::new();
+    for t in &d.terminating {
+        match th.evaluate(t.overdue(now) as f64) {
+            Status::Ok => {}
+            s => wedged.push((s, t)),
+        }
+    }
+    wedged.sort_by(|a, b| {
+        b.0.rank()
+            .cmp(&a.0.rank())
+            .then(b.1.overdue(now).cmp(&a.1.overdue(now)))
+    });
+    let oldest = wedged.iter().map(|w| w.1.overdue(now)).max().unwrap_or(0);
+    let status = wedged.iter().fold(Status::Ok, |acc, w| acc.worst(w.0));
+    let n_term = d.terminating.len();
+    let summary = if wedged.is_empty() {
+        let mut s = format!("no pod wedged in Terminating ({} pods {}", d.pods, d.scope);
+        if n_term > 0 {
+            s.push_str(&format!(
+                ", {n_term} terminating for less than {} past their grace period",
+                range_text(&o.warning)
+            ));
+        }
+        s.push(')');
+        s
+    } else {
+        let shown: Vec<String> = wedged
+            .iter()
+            .take(3)
+            .map(|(_, t)| format!("{} (deleted {} ago)", t.key(), age(t.since_delete(now))))
+            .collect();
+        format!(
+            "{} of {} terminating pods {} wedged: {}{}",
+            wedged.len(),
+            n_term,
+            d.scope,
+            shown.join(", "),
+            if wedged.len() > 3 { ", …" } else { "" }
+        )
+    };
+    let mut r = Report::new(status, summary)
+        .perf(Perfdata::new("terminating_pods", n_term as f64).min(0.0))
+        .perf(Perfdata::new("wedged_pods", wedged.len() as f64).min(0.0))
+        .perf(
+            Perfdata::new("oldest_wedged", oldest as f64)
+                .uom(Uom::Seconds)
+                .thresholds(&th)
+                .min(0.0),
+        );
+    let finding = |s: Status, t: &Terminating| -> Finding {
+        let node = if t.node.is_empty() { "?" } else { &t.node };
+        let mut text = format!(
+            "{} on {node}: deleted {} ago, {} past its {} grace period",
+            t.key(),
+            age(t.since_delete(now)),
+            age(t.overdue(now)),
+            age(t.grace)
+        );
+        if t.finalizers.is_empty() {
+            text.push_str(", no finalizers");
+        } else {
+            text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
+        }
+        let mut f = Finding::new(s, text);
+        if let Some(e) = d.events.get(&t.key()) {
+            let ago = e
+                .when
+                .map(|w| format!(" ({} ago)", age(now - w)))
+                .unwrap_or_default();
+            f = f.detail(format!(
+                "last {}{ago}: {}",
+                e.reason,
+                plugin::render::truncate(&e.message, 700)
+            ));
+            if let Some(path) = failed_mount_path(&e.message, &t.uid) {
+                f = f.detail(format!(
+                    "hint: on {node} run `umount {path}`: unmounting the pod's volume mount is \
+                     the single recovery step the runbook needs for a teardown wedged on a \
+                     read-only filesystem (the global mount teardown and iSCSI logout then finish \
+                     on their own)"
+                ));
+            }
+        }
+        f
+    };
+    for (s, t) in &wedged {
+        r = r.finding(finding(*s, t));
+    }
+    // Terminating pods inside the thresholds: shown at -v.
+    for t in d
+        .terminating
+        .iter()
+        .filter(|t| th.evaluate(t.overdue(now) as f64) == Status::Ok)
+    {
+        r = r.finding(finding(Status::Ok, t));
+    }
+    for n in &d.notes {
+        r = r.note(n.clone());
+    }
+    r
+}
+
+/// A duration range as an operator wrote it: `5m` rather than `300`.
+fn range_text(r: &Range) -> String {
+    match (r.start, r.end, r.inside) {
+        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
+        _ => r.to_string(),
+    }
+}
+
+impl Opts {
+    fn filter(&self) -> Result<PodFilter, Unknown> {
+        Ok(PodFilter {
+            namespaces: self.namespace.clone(),
+            node: if self.all_nodes {
+                None
+            } else {
+                Some(self.node.name()?)
+            },
+            labels: None,
+        })
+    }
+
+    /// All I/O: pods (API or file) and, for wedged pods, their events.
+    pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
+        let filter = self.filter()?;
+        let mut d = Data {
+            scope: filter.describe(),
+            ..Default::default()
+        };
+        let mut take = |p: Pod| {
+            d.pods += 1;
+            if let Some(t) = classify(&p) {
+                d.terminating.push(t);
+            }
+        };
+        let client = match &self.pods.pods_json {
+            Some(path) => {
+                ctx.stage(format!("reading {}", path.display()));
+                kube::load_pods_json(path, &filter, &mut take)?;
+                ctx.debug(format!("pods from {}", path.display()));
+                None
+            }
+            None => {
+                let client = kube::connect(&self.api, ctx)?;
+                ctx.stage(format!(
+                    "listing pods {} from {}",
+                    filter.describe(),
+                    client.server()
+                ));
+                client.list_pods(&filter, &mut take)?;
+                Some(client)
+            }
+        };
+        if !self.no_events {
+            let th = thresholds(self);
+            let wedged: Vec<(String, String)> = d
+                .terminating
+                .iter()
+                .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok)
+                .map(|t| (t.namespace.clone(), t.name.clone()))
+                .collect();
+            match &client {
+                Some(c) => lookup_events(c, &wedged, &mut d, ctx),
+                None if !wedged.is_empty() => d
+                    .notes
+                    .push("events not looked up (pods read from --pods-json)".into()),
+                None => {}
+            }
+        }
+        if let Some(c) = &client {
+            for line in c.requests() {
+                ctx.debug(line);
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// The latest teardown failure of each wedged pod (at most [`MAX_EVENT_LOOKUPS`] requests). A
+/// failure leaves the verdict alone and says why in a note.
+fn lookup_events(client: &kube::Client, wedged: &[(String, String)], d: &mut Data, ctx: &Ctx) {
+    for (i, (ns, name)) in wedged.iter().enumerate() {
+        if i >= MAX_EVENT_LOOKUPS {
+            d.notes.push(format!(
+                "events looked up for the first {MAX_EVENT_LOOKUPS} wedged pods only"
+            ));
+            break;
+        }
+        ctx.stage(format!("reading events of {ns}/{name}"));
+        match client.events_for(ns, "Pod", name) {
+            Ok(ev) => {
+                if let Some(e) = latest_teardown(&ev) {
+                    d.events.insert(format!("{ns}/{name}"), e);
+                }
+            }
+            Err(e) => {
+                d.notes.push(format!("events not read: {e}"));
+                break;
+            }
+        }
+    }
+}
+
+impl Check for Opts {
+    const NAME: &'static str = "STUCK_TERMINATING";
+    const BINARY: &'static str = "check_stuck_terminating";
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+    fn reads_stdin(&self) -> bool {
+        self.pods.reads_stdin()
+    }
+    fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        let now = kube::time::now();
+        let d = self.gather(ctx, now)?;
+        Ok(evaluate(&d, self, now))
+    }
+}
+
+#[cfg(test)]
+mod tests;

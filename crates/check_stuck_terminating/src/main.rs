@@ -1,0 +1,3 @@
+fn main() {
+    plugin::main::<check_stuck_terminating::Opts>()
+}

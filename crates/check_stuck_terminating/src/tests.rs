@@ -1,0 +1,204 @@
+use super::*;
+use kube::time::{format_rfc3339, parse_rfc3339};
+
+const NOW: &str = "2026-07-13T11:13:00Z";
+const UID: &str = "3c2b9f1e-5a7d-4e2f-9b1a-746b28370001";
+
+fn now() -> Time {
+    parse_rfc3339(NOW).unwrap()
+}
+
+fn opts(args: &[&str]) -> Opts {
+    let mut v = vec!["check_stuck_terminating"];
+    v.extend_from_slice(args);
+    Opts::try_parse_from(v).unwrap()
+}
+
+/// A pod whose delete was requested `secs` seconds before NOW with `grace` seconds of grace.
+fn deleted(name: &str, secs: i64, grace: i64, finalizers: &[&str]) -> Pod {
+    let del = format_rfc3339(now() - secs + grace);
+    let fin: Vec<String> = finalizers.iter().map(|f| format!("\"{f}\"")).collect();
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"media","uid":"{UID}",
+        "deletionTimestamp":"{del}","deletionGracePeriodSeconds":{grace},"finalizers":[{}]}},
+        "spec":{{"nodeName":"k8s03","terminationGracePeriodSeconds":99}},"status":{{"phase":"Running"}}}}"#,
+        fin.join(",")
+    ))
+    .unwrap()
+}
+
+fn data(pods: &[Pod]) -> Data {
+    Data {
+        pods: pods.len() + 10,
+        terminating: pods.iter().filter_map(classify).collect(),
+        scope: "on node k8s03".into(),
+        ..Default::default()
+    }
+}
+
+const TEARDOWN: &str = "UnmountVolume.TearDown failed for volume \"pvc-746b2837\" (UniqueName: \"kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837\") pod \"3c2b9f1e-5a7d-4e2f-9b1a-746b28370001\" (UID: \"3c2b9f1e-5a7d-4e2f-9b1a-746b28370001\") : kubernetes.io/csi: Unmounter.TearDownAt failed: rpc error: code = Internal desc = chmod /var/snap/microk8s/common/var/lib/kubelet/pods/3c2b9f1e-5a7d-4e2f-9b1a-746b28370001/volumes/kubernetes.io~csi/pvc-746b2837/mount: read-only file system";
+
+#[test]
+fn classify_reads_deletion_grace_and_finalizers() {
+    assert!(classify(&serde_json::from_str(r#"{"metadata":{"name":"a"}}"#).unwrap()).is_none());
+    let t = classify(&deleted("seerr-0", 41 * 60, 30, &["x/y"])).unwrap();
+    assert_eq!(
+        t.grace, 30,
+        "deletionGracePeriodSeconds wins over the spec's"
+    );
+    assert_eq!(t.finalizers, ["x/y"]);
+    assert_eq!(t.since_delete(now()), 41 * 60);
+    assert_eq!(t.overdue(now()), 41 * 60 - 30);
+    // Without deletionGracePeriodSeconds: the spec's, else 30.
+    let mut p = deleted("a", 60, 30, &[]);
+    p.metadata.deletion_grace_period_seconds = None;
+    assert_eq!(classify(&p).unwrap().grace, 99);
+    p.spec.termination_grace_period_seconds = None;
+    assert_eq!(classify(&p).unwrap().grace, DEFAULT_GRACE);
+}
+
+#[test]
+fn deleted_41_minutes_ago_with_failed_unmount_is_critical_with_hint() {
+    let mut d = data(&[deleted("seerr-seerr-chart-0", 41 * 60, 30, &[])]);
+    d.events.insert(
+        "media/seerr-seerr-chart-0".into(),
+        Teardown {
+            reason: "FailedUnmount".into(),
+            message: TEARDOWN.into(),
+            when: Some(now() - 40 * 60),
+        },
+    );
+    let r = evaluate(&d, &opts(&[]), now());
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(
+        r.summary,
+        "1 of 1 terminating pods on node k8s03 wedged: media/seerr-seerr-chart-0 (deleted 41m ago)"
+    );
+    let f = &r.findings[0];
+    assert!(
+        f.text.starts_with("media/seerr-seerr-chart-0 on k8s03: deleted 41m ago, 40m30s past its 30s grace period, no finalizers"),
+        "{}",
+        f.text
+    );
+    assert!(f.details[0].starts_with("last FailedUnmount (40m ago): UnmountVolume.TearDown failed for volume \"pvc-746b2837\""), "{:?}", f.details);
+    assert!(f.details[1].starts_with("hint: on k8s03 run `umount /var/snap/microk8s/common/var/lib/kubelet/pods/3c2b9f1e-5a7d-4e2f-9b1a-746b28370001/volumes/kubernetes.io~csi/pvc-746b2837/mount`"), "{:?}", f.details);
+    assert_eq!(
+        r.perfdata.iter().map(|p| p.render()).collect::<Vec<_>>(),
+        [
+            "terminating_pods=1;;;0",
+            "wedged_pods=1;;;0",
+            "oldest_wedged=2430s;300;600;0"
+        ]
+    );
+}
+
+#[test]
+fn inside_grace_or_thresholds_is_ok() {
+    // Delete requested 10 s ago with 30 s grace: not even due yet.
+    let r = evaluate(&data(&[deleted("a", 10, 30, &[])]), &opts(&[]), now());
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(
+        r.summary,
+        "no pod wedged in Terminating (11 pods on node k8s03, 1 terminating for less than 5m past their grace period)"
+    );
+    assert_eq!(r.findings.len(), 1, "shown at -v");
+    assert_eq!(r.findings[0].status, Status::Ok);
+    // A long grace period counts: 20 min after the request with 1 h of grace is fine.
+    let r = evaluate(
+        &data(&[deleted("b", 20 * 60, 3600, &[])]),
+        &opts(&[]),
+        now(),
+    );
+    assert_eq!(r.status, Status::Ok);
+    // Thresholds: 6 min overdue warns, 11 critical; custom values apply.
+    let st = |secs, o: &Opts| evaluate(&data(&[deleted("c", secs, 0, &[])]), o, now()).status;
+    assert_eq!(st(6 * 60, &opts(&[])), Status::Warning);
+    assert_eq!(st(11 * 60, &opts(&[])), Status::Critical);
+    assert_eq!(st(11 * 60, &opts(&["-w", "30m", "-c", "1h"])), Status::Ok);
+    // Clock skew: a deletion time in the future is not overdue.
+    assert_eq!(st(-300, &opts(&[])), Status::Ok);
+    // No terminating pod at all.
+    let r = evaluate(&data(&[]), &opts(&[]), now());
+    assert_eq!(
+        r.summary,
+        "no pod wedged in Terminating (10 pods on node k8s03)"
+    );
+}
+
+#[test]
+fn finalizer_without_teardown_error_is_reported_with_its_finalizers() {
+    let d = data(&[deleted(
+        "backup-0",
+        20 * 60,
+        30,
+        &["example.com/snapshot-cleanup", "foregroundDeletion"],
+    )]);
+    let r = evaluate(&d, &opts(&[]), now());
+    assert_eq!(r.status, Status::Critical);
+    let f = &r.findings[0];
+    assert!(
+        f.text
+            .ends_with("finalizers: example.com/snapshot-cleanup, foregroundDeletion"),
+        "{}",
+        f.text
+    );
+    assert!(f.details.is_empty(), "no event, no hint: {:?}", f.details);
+}
+
+#[test]
+fn mount_path_extraction() {
+    assert_eq!(
+        failed_mount_path(TEARDOWN, UID).as_deref(),
+        Some("/var/snap/microk8s/common/var/lib/kubelet/pods/3c2b9f1e-5a7d-4e2f-9b1a-746b28370001/volumes/kubernetes.io~csi/pvc-746b2837/mount")
+    );
+    // Another pod's path is not this pod's recovery step; unknown UID accepts any.
+    assert_eq!(failed_mount_path(TEARDOWN, "aaaaaaaa-0000"), None);
+    assert!(failed_mount_path(TEARDOWN, "").is_some());
+    // In brackets (kubelet's "failed to clean mount dir [...]") and without a path at all.
+    let m = "Unmounter.TearDownAt failed to clean mount dir [/var/lib/kubelet/pods/0123abcd-ef/volumes/kubernetes.io~csi/pvc-1/mount]: x";
+    assert_eq!(
+        failed_mount_path(m, "0123abcd-ef").as_deref(),
+        Some("/var/lib/kubelet/pods/0123abcd-ef/volumes/kubernetes.io~csi/pvc-1/mount")
+    );
+    assert_eq!(
+        failed_mount_path("error killing pod: context deadline exceeded", UID),
+        None
+    );
+}
+
+#[test]
+fn latest_teardown_picks_newest_relevant() {
+    let ev = |reason: &str, msg: &str, t: &str| -> kube::Event {
+        serde_json::from_str(&format!(
+            r#"{{"reason":"{reason}","message":"{msg}","lastTimestamp":"{t}"}}"#
+        ))
+        .unwrap()
+    };
+    let evs = [
+        ev("FailedUnmount", "old", "2026-07-13T10:32:07Z"),
+        ev("FailedKillPod", "error killing pod", "2026-07-13T10:40:00Z"),
+        ev("Killing", "Stopping container", "2026-07-13T10:50:00Z"),
+        ev(
+            "Warning",
+            "UnmountVolume.TearDown failed for volume x",
+            "2026-07-13T10:35:00Z",
+        ),
+    ];
+    let t = latest_teardown(&evs).unwrap();
+    assert_eq!(t.reason, "FailedKillPod");
+    assert!(latest_teardown(&evs[2..3]).is_none());
+    assert!(is_teardown_failure(&evs[3]));
+}
+
+#[test]
+fn options() {
+    assert!(Opts::try_parse_from(["x", "--all-nodes", "--node", "a"]).is_err());
+    assert!(Opts::try_parse_from(["x", "--critical-after", "abc"]).is_err());
+    let o = opts(&["--namespace", "media", "--node", "k8s03"]);
+    assert_eq!(
+        o.filter().unwrap().describe(),
+        "on node k8s03 in namespace media"
+    );
+    let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
+    assert_eq!(range_text(&o.critical), "2m");
+}

@@ -1,0 +1,682 @@
+//! Names an operator knows: the node-side checks see pod UIDs and PV names in kubelet paths
+//! (`…/pods/8e1f6a2c-…/volumes/kubernetes.io~csi/pvc-a634b9a3-…/mount`); this module turns them
+//! into `namespace/pod` and the claim `namespace/pvc`, from the API or from
+//! `--pods-json`/`--pvs-json`.
+//!
+//! How a mount check uses it, after its own gathering and only for what it will alert on:
+//! ```ignore
+//! let mut wanted = kube::names::Wanted::default();
+//! wanted.add("pvc-a634b9a3-…", ["8e1f6a2c-…"]);          // only volumes of non-OK findings
+//! let names = kube::names::resolve(&self.names, &wanted, ctx); // no I/O when `wanted` is empty
+//! let report = evaluate(&data, &names);                  // names.volume(pv, uids) in texts
+//! ```
+//!
+//! Rules:
+//! - nothing wanted (a healthy node) → no file read, no API request, no note;
+//! - `--no-names` → nothing resolved, no note;
+//! - `--pods-json`/`--pvs-json` given → those files only, never the API;
+//! - otherwise the API, if a kubeconfig is found: one paged list of PersistentVolumes, then the
+//!   pods of each namespace that claims a wanted PV (a pod can only use claims of its own
+//!   namespace, so no node name is needed and no cluster-wide pod list is read);
+//! - every failure becomes a note in [`Names::notes`], never an error: the check's verdict stands;
+//! - the lookups get what is left of the check's `-t` minus a reserve for evaluating and
+//!   answering (a quarter of it, at least 500 ms).
+
+use crate::{ApiArgs, Client, Lookup, PersistentVolume, Pod, PodsJsonArg, PvsJsonArg};
+use plugin::Ctx;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// The options a check flattens to resolve names (`--no-names`, `--kubeconfig`, `--context`,
+/// `--pods-json`, `--pvs-json`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NamesArgs {
+    /// Do not resolve pod UIDs and PV names to namespace/pod and namespace/pvc
+    #[arg(long, help_heading = "Kubernetes API")]
+    pub no_names: bool,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
+
+    #[command(flatten)]
+    pub pods: PodsJsonArg,
+
+    #[command(flatten)]
+    pub pvs: PvsJsonArg,
+}
+
+impl NamesArgs {
+    /// `--pods-json -` or `--pvs-json -` (return it from `Check::reads_stdin`).
+    pub fn reads_stdin(&self) -> bool {
+        self.pods.reads_stdin() || self.pvs.reads_stdin()
+    }
+}
+
+/// What a check wants named: PV names (or CSI volume handles) and pod UIDs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Wanted {
+    pub pvs: BTreeSet<String>,
+    pub pod_uids: BTreeSet<String>,
+}
+
+impl Wanted {
+    /// A volume and the UIDs of the pods the node shows using it.
+    pub fn add<'a>(&mut self, pv: &str, uids: impl IntoIterator<Item = &'a str>) {
+        if !pv.is_empty() {
+            self.pvs.insert(pv.to_string());
+        }
+        for u in uids {
+            if !u.is_empty() {
+                self.pod_uids.insert(u.to_string());
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pvs.is_empty() && self.pod_uids.is_empty()
+    }
+}
+
+/// A pod as the resolver keeps it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
+    pub node: Option<String>,
+}
+
+impl PodName {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What was resolved, and notes on what was not (for the report; never an error).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Names {
+    /// Pod UID → pod.
+    pub pods: BTreeMap<String, PodName>,
+    /// PV name (and CSI volume handle) → (claim namespace, claim name).
+    pub claims: BTreeMap<String, (String, String)>,
+    /// (namespace, claim) → pods using it (`namespace/name`, sorted).
+    pub claim_pods: BTreeMap<(String, String), Vec<String>>,
+    /// Why names are missing ("names not resolved (no API access)", a failed request …).
+    pub notes: Vec<String>,
+}
+
+/// At most this many pods named per volume; the rest are counted.
+const PODS_SHOWN: usize = 3;
+
+impl Names {
+    /// Keep from `pvs` and `pods` what `wanted` needs. Pure (unit-tested; used for files and API).
+    pub fn build(
+        wanted: &Wanted,
+        pvs: impl IntoIterator<Item = PersistentVolume>,
+        pods: impl IntoIterator<Item = Pod>,
+    ) -> Names {
+        let mut n = Names::default();
+        for pv in pvs {
+            n.add_pv(wanted, &pv);
+        }
+        for p in pods {
+            n.add_pod(wanted, &p);
+        }
+        n.finish();
+        n
+    }
+
+    /// Record `pv` if it is wanted (by name or CSI volume handle) and has a claim.
+    pub fn add_pv(&mut self, wanted: &Wanted, pv: &PersistentVolume) {
+        let handle = pv.spec.csi.as_ref().map(|c| c.volume_handle.as_str());
+        let keys: Vec<&str> = std::iter::once(pv.metadata.name.as_str())
+            .chain(handle)
+            .filter(|k| !k.is_empty() && wanted.pvs.contains(*k))
+            .collect();
+        let Some(c) = pv.spec.claim_ref.as_ref().filter(|c| !c.name.is_empty()) else {
+            return;
+        };
+        for k in keys {
+            self.claims
+                .insert(k.to_string(), (c.namespace.clone(), c.name.clone()));
+        }
+    }
+
+    /// Namespaces that claim a wanted PV: where the pods using them live.
+    pub fn claim_namespaces(&self) -> BTreeSet<String> {
+        self.claims.values().map(|(ns, _)| ns.clone()).collect()
+    }
+
+    /// Record `p` if its UID is wanted or it uses a claim of a wanted PV.
+    pub fn add_pod(&mut self, wanted: &Wanted, p: &Pod) {
+        let ns = &p.metadata.namespace;
+        let uses: Vec<(String, String)> = p
+            .claim_names()
+            .map(|c| (ns.clone(), c.to_string()))
+            .filter(|k| self.claims.values().any(|v| v == k))
+            .collect();
+        let by_uid = wanted.pod_uids.contains(&p.metadata.uid);
+        if !by_uid && uses.is_empty() {
+            return;
+        }
+        let pn = PodName {
+            namespace: ns.clone(),
+            name: p.metadata.name.clone(),
+            node: p.spec.node_name.clone(),
+        };
+        for k in uses {
+            self.claim_pods.entry(k).or_default().push(pn.key());
+        }
+        if by_uid {
+            self.pods.insert(p.metadata.uid.clone(), pn);
+        }
+    }
+
+    fn finish(&mut self) {
+        for v in self.claim_pods.values_mut() {
+            v.sort();
+            v.dedup();
+        }
+    }
+
+    /// Notes for wanted things that were not found (after a successful read).
+    fn note_missing(&mut self, wanted: &Wanted, pvs_read: bool, pods_read: bool) {
+        if pvs_read {
+            let missing: Vec<&str> = wanted
+                .pvs
+                .iter()
+                .filter(|p| !self.claims.contains_key(*p))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                self.notes.push(format!(
+                    "no bound PersistentVolume named {}: its claim is not named",
+                    missing.join(", ")
+                ));
+            }
+        }
+        if pods_read {
+            let missing: Vec<&str> = wanted
+                .pod_uids
+                .iter()
+                .filter(|u| !self.pods.contains_key(*u))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                self.notes.push(format!(
+                    "no pod with UID {} found{}",
+                    missing.join(", "),
+                    if pvs_read {
+                        " in the namespaces claiming the volumes (pod deleted?)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+    }
+
+    /// `namespace/pod` of a UID, if known.
+    pub fn pod(&self, uid: &str) -> Option<String> {
+        self.pods.get(uid).map(PodName::key)
+    }
+
+    /// A pod UID as an operator knows it: `namespace/pod`, else the UID.
+    pub fn pod_or_uid(&self, uid: &str) -> String {
+        self.pod(uid).unwrap_or_else(|| uid.to_string())
+    }
+
+    /// `namespace/pvc` of a PV (name or CSI handle), if known.
+    pub fn claim(&self, pv: &str) -> Option<String> {
+        self.claims.get(pv).map(|(ns, c)| format!("{ns}/{c}"))
+    }
+
+    /// The pods to name for a volume: those of `uids` that resolved (the pods the node shows
+    /// using it), else every pod using its claim.
+    pub fn pods_of<'a>(&self, pv: &str, uids: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut v: Vec<String> = uids.into_iter().filter_map(|u| self.pod(u)).collect();
+        if v.is_empty() {
+            if let Some(k) = self.claims.get(pv) {
+                v = self.claim_pods.get(k).cloned().unwrap_or_default();
+            }
+        }
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// A volume as an operator knows it:
+    /// `media/radarr-0 (PVC media/radarr-config, pvc-a634b9a3)`, `PVC media/radarr-config
+    /// (pvc-a634b9a3)` when no pod is known, `media/radarr-0 (pvc-a634b9a3)` when no claim is,
+    /// or just `pvc-a634b9a3`.
+    pub fn volume<'a>(&self, pv: &str, uids: impl IntoIterator<Item = &'a str>) -> String {
+        let pods = self.pods_of(pv, uids);
+        let claim = self.claim(pv);
+        let pods_text = if pods.len() > PODS_SHOWN {
+            format!(
+                "{} +{} more",
+                pods[..PODS_SHOWN].join(", "),
+                pods.len() - PODS_SHOWN
+            )
+        } else {
+            pods.join(", ")
+        };
+        match (pods.is_empty(), claim) {
+            (true, None) => pv.to_string(),
+            (true, Some(c)) => format!("PVC {c} ({pv})"),
+            (false, None) => format!("{pods_text} ({pv})"),
+            (false, Some(c)) => format!("{pods_text} (PVC {c}, {pv})"),
+        }
+    }
+
+    /// Nothing at all was resolved.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.claims.is_empty()
+    }
+}
+
+/// The note when no configuration is found and no file is given.
+pub const NO_ACCESS: &str = "names not resolved (no API access)";
+
+/// Resolve what `wanted` lists. Never fails: problems become [`Names::notes`]. Does no I/O
+/// when nothing is wanted or `--no-names` is given.
+pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    if args.no_names || wanted.is_empty() {
+        return Names::default();
+    }
+    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
+        return from_files(args, wanted, ctx);
+    }
+    from_api(args, wanted, ctx)
+}
+
+/// The note of a build without the API client when no file is given.
+pub const NO_API_BUILD: &str =
+    "names not resolved (built without API support): give --pods-json and --pvs-json";
+
+/// Like [`resolve`] but never the API: for builds that leave the HTTPS client out (a check's
+/// `api` cargo feature off; nothing of the client is linked then). Without files: a note.
+pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    if args.no_names || wanted.is_empty() {
+        return Names::default();
+    }
+    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
+        return from_files(args, wanted, ctx);
+    }
+    Names {
+        notes: vec![NO_API_BUILD.into()],
+        ..Default::default()
+    }
+}
+
+fn from_files(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    let mut n = Names::default();
+    let mut pvs_read = false;
+    if let Some(p) = &args.pvs.pvs_json {
+        ctx.stage(format!("resolving names: reading {}", p.display()));
+        let mut keep = Vec::new();
+        match crate::load_pvs_json(p, |pv| keep.push(pv)) {
+            Ok(_) => {
+                for pv in &keep {
+                    n.add_pv(wanted, pv);
+                }
+                pvs_read = true;
+            }
+            Err(e) => n.notes.push(format!("PVC names not resolved: {e}")),
+        }
+    } else {
+        n.notes
+            .push("PVC names not resolved: give --pvs-json with --pods-json".into());
+    }
+    let mut pods_read = false;
+    if let Some(p) = &args.pods.pods_json {
+        ctx.stage(format!("resolving names: reading {}", p.display()));
+        let mut pods = Vec::new();
+        match crate::load_pods_json(p, &Default::default(), |pod| pods.push(pod)) {
+            Ok(_) => {
+                for pod in &pods {
+                    n.add_pod(wanted, pod);
+                }
+                pods_read = true;
+            }
+            Err(e) => n.notes.push(format!("pod names not resolved: {e}")),
+        }
+    } else {
+        n.notes
+            .push("pod names not resolved: give --pods-json with --pvs-json".into());
+    }
+    n.finish();
+    n.note_missing(wanted, pvs_read, pods_read);
+    n
+}
+
+/// The time name lookups may take: what is left of `-t` minus a reserve for evaluating and
+/// answering. `None` when too little is left to try.
+pub fn lookup_budget(remaining: Duration) -> Option<Duration> {
+    let reserve = (remaining / 4).max(Duration::from_millis(500));
+    let budget = remaining.checked_sub(reserve)?;
+    (budget >= Duration::from_millis(200)).then_some(budget)
+}
+
+fn from_api(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
+    let mut n = Names::default();
+    let Some(deadline) = lookup_budget(ctx.remaining()).map(|b| Instant::now() + b) else {
+        n.notes
+            .push("names not resolved: too little of -t left after the node checks".into());
+        return n;
+    };
+    ctx.stage("resolving names: reading the kubeconfig");
+    let lookup = Lookup::from_env(args.api.kubeconfig.clone(), args.api.context.clone());
+    let mut tried = Vec::new();
+    let cfg = lookup.resolve(&mut tried);
+    for t in &tried {
+        ctx.debug(format!("kube config lookup: {t}"));
+    }
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) if e.0.starts_with(crate::config::NO_CREDENTIALS) => {
+            let mut s = NO_ACCESS.to_string();
+            if !tried.is_empty() {
+                s.push_str(&format!(": {}", tried.join("; ")));
+            }
+            n.notes.push(s);
+            return n;
+        }
+        Err(e) => {
+            n.notes.push(format!("names not resolved: {e}"));
+            return n;
+        }
+    };
+    let client = match Client::new(&cfg, deadline) {
+        Ok(c) => c,
+        Err(e) => {
+            n.notes.push(format!("names not resolved: {e}"));
+            return n;
+        }
+    };
+    ctx.debug(format!("names: {}", client.description));
+    let res = lookups(&client, wanted, &mut n, ctx);
+    for line in client.requests() {
+        ctx.debug(format!("names: {line}"));
+    }
+    match res {
+        Ok(()) => {
+            n.finish();
+            n.note_missing(wanted, true, true);
+        }
+        Err(e) => {
+            n.finish();
+            n.notes.push(format!("names not resolved: {e}"));
+        }
+    }
+    n
+}
+
+fn lookups(
+    client: &Client,
+    wanted: &Wanted,
+    n: &mut Names,
+    ctx: &Ctx,
+) -> Result<(), plugin::Unknown> {
+    ctx.stage(format!(
+        "resolving names: listing PersistentVolumes from {}",
+        client.server()
+    ));
+    client.list_pvs(|pv| n.add_pv(wanted, &pv))?;
+    for ns in n.claim_namespaces() {
+        ctx.stage(format!("resolving names: listing pods in namespace {ns}"));
+        let filter = crate::PodFilter {
+            namespaces: vec![ns],
+            ..Default::default()
+        };
+        let mut pods = Vec::new();
+        client.list_pods(&filter, |p| {
+            // Keep only what is needed: a namespace may hold thousands of pods.
+            if wanted.pod_uids.contains(&p.metadata.uid) || p.claim_names().next().is_some() {
+                pods.push(p)
+            }
+        })?;
+        for p in &pods {
+            n.add_pod(wanted, p);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pv(name: &str, handle: &str, claim: Option<(&str, &str)>) -> PersistentVolume {
+        let cr = claim
+            .map(|(ns, c)| format!(r#","claimRef":{{"kind":"PersistentVolumeClaim","namespace":"{ns}","name":"{c}"}}"#))
+            .unwrap_or_default();
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}"}},"spec":{{"csi":{{"driver":"jiva.csi.openebs.io","volumeHandle":"{handle}"}}{cr}}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn pod(ns: &str, name: &str, uid: &str, claims: &[&str]) -> Pod {
+        let vols: Vec<String> = claims
+            .iter()
+            .map(|c| format!(r#"{{"name":"v-{c}","persistentVolumeClaim":{{"claimName":"{c}"}}}}"#))
+            .collect();
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","uid":"{uid}"}},"spec":{{"nodeName":"k8s02","volumes":[{}]}}}}"#,
+            vols.join(",")
+        ))
+        .unwrap()
+    }
+
+    fn cluster(wanted: &Wanted) -> Names {
+        Names::build(
+            wanted,
+            [
+                pv(
+                    "pvc-a634b9a3",
+                    "pvc-a634b9a3",
+                    Some(("media", "radarr-config")),
+                ),
+                pv("pvc-746b2837", "h-746b", Some(("media", "seerr-config"))),
+                pv("pvc-other", "pvc-other", Some(("sec", "vault"))),
+                pv("pvc-released", "pvc-released", None),
+            ],
+            [
+                pod("media", "radarr-0", "8e1f6a2c", &["radarr-config"]),
+                pod("media", "seerr-0", "77aa", &["seerr-config"]),
+                pod("media", "seerr-backup", "99bb", &["seerr-config", "x"]),
+                pod("sec", "vault-0", "55cc", &["vault"]),
+                pod("media", "sonarr-0", "1234", &["sonarr-config"]),
+            ],
+        )
+    }
+
+    #[test]
+    fn volume_labels_name_pod_claim_and_pv() {
+        let mut w = Wanted::default();
+        w.add("pvc-a634b9a3", ["8e1f6a2c"]);
+        w.add("h-746b", []);
+        w.add("pvc-released", ["dead-uid"]);
+        let n = cluster(&w);
+        assert_eq!(
+            n.volume("pvc-a634b9a3", ["8e1f6a2c"]),
+            "media/radarr-0 (PVC media/radarr-config, pvc-a634b9a3)"
+        );
+        // Found by CSI handle; no UID known: every pod using the claim, sorted.
+        assert_eq!(
+            n.volume("h-746b", []),
+            "media/seerr-0, media/seerr-backup (PVC media/seerr-config, h-746b)"
+        );
+        // No claim: the PV name alone (the UID did not resolve either).
+        assert_eq!(n.volume("pvc-released", ["dead-uid"]), "pvc-released");
+        assert_eq!(n.pod_or_uid("dead-uid"), "dead-uid");
+        assert_eq!(n.pod("8e1f6a2c").as_deref(), Some("media/radarr-0"));
+        // Unwanted things are not kept.
+        assert!(n.claim("pvc-other").is_none());
+        assert!(n.pod("55cc").is_none());
+        assert!(n.pod("1234").is_none());
+        assert_eq!(
+            n.claim_namespaces().into_iter().collect::<Vec<_>>(),
+            ["media"]
+        );
+    }
+
+    #[test]
+    fn labels_with_partial_knowledge_and_many_pods() {
+        let mut n = Names::default();
+        n.claims
+            .insert("pvc-1".into(), ("media".into(), "data".into()));
+        assert_eq!(n.volume("pvc-1", []), "PVC media/data (pvc-1)");
+        n.pods.insert(
+            "u1".into(),
+            PodName {
+                namespace: "media".into(),
+                name: "a".into(),
+                node: None,
+            },
+        );
+        assert_eq!(n.volume("pvc-2", ["u1"]), "media/a (pvc-2)");
+        n.claim_pods.insert(
+            ("media".into(), "data".into()),
+            (0..5).map(|i| format!("media/p{i}")).collect(),
+        );
+        assert_eq!(
+            n.volume("pvc-1", []),
+            "media/p0, media/p1, media/p2 +2 more (PVC media/data, pvc-1)"
+        );
+    }
+
+    #[test]
+    fn missing_things_are_noted() {
+        let mut w = Wanted::default();
+        w.add("pvc-a634b9a3", ["8e1f6a2c", "gone"]);
+        w.add("pvc-nope", []);
+        let mut n = cluster(&w);
+        n.note_missing(&w, true, true);
+        assert_eq!(
+            n.notes,
+            [
+                "no bound PersistentVolume named pvc-nope: its claim is not named",
+                "no pod with UID gone found in the namespaces claiming the volumes (pod deleted?)"
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_wanted_or_off_does_no_io() {
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        // A kubeconfig that does not exist would be an error note if it were read.
+        let args = NamesArgs {
+            api: ApiArgs {
+                kubeconfig: Some("/nonexistent/kubeconfig".into()),
+                context: None,
+            },
+            ..Default::default()
+        };
+        assert_eq!(resolve(&args, &Wanted::default(), &ctx), Names::default());
+        let mut w = Wanted::default();
+        w.add("pvc-1", []);
+        let off = NamesArgs {
+            no_names: true,
+            ..args.clone()
+        };
+        assert_eq!(resolve(&off, &w, &ctx), Names::default());
+        let n = resolve(&args, &w, &ctx);
+        assert_eq!(n.notes.len(), 1);
+        assert!(
+            n.notes[0].starts_with("names not resolved: ")
+                && n.notes[0].contains("/nonexistent/kubeconfig"),
+            "{:?}",
+            n.notes
+        );
+    }
+
+    #[test]
+    fn files_only_never_reads_a_kubeconfig() {
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        let args = NamesArgs {
+            api: ApiArgs {
+                kubeconfig: Some("/nonexistent/kubeconfig".into()),
+                context: None,
+            },
+            ..Default::default()
+        };
+        let mut w = Wanted::default();
+        assert_eq!(resolve_files_only(&args, &w, &ctx), Names::default());
+        w.add("pvc-1", []);
+        assert_eq!(resolve_files_only(&args, &w, &ctx).notes, [NO_API_BUILD]);
+    }
+
+    #[test]
+    fn no_credentials_is_no_api_access() {
+        // A lookup that finds nothing: only the flagless path with an empty environment.
+        let l = Lookup {
+            home: Some("/nonexistent".into()),
+            ..Default::default()
+        };
+        let e = l.resolve(&mut vec![]).unwrap_err();
+        assert!(e.0.starts_with(crate::config::NO_CREDENTIALS), "{e}");
+    }
+
+    #[test]
+    fn files_only_and_missing_pvs_file() {
+        let dir = std::env::temp_dir().join(format!("kube-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pods = dir.join("pods.json");
+        std::fs::write(
+            &pods,
+            r#"{"kind":"List","items":[{"metadata":{"name":"radarr-0","namespace":"media","uid":"8e1f6a2c"},
+               "spec":{"volumes":[{"name":"c","persistentVolumeClaim":{"claimName":"radarr-config"}}]}}]}"#,
+        )
+        .unwrap();
+        let pvs = dir.join("pvs.json");
+        std::fs::write(
+            &pvs,
+            r#"{"kind":"List","items":[{"metadata":{"name":"pvc-a634b9a3"},
+               "spec":{"claimRef":{"namespace":"media","name":"radarr-config"}}}]}"#,
+        )
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        let mut w = Wanted::default();
+        w.add("pvc-a634b9a3", ["8e1f6a2c"]);
+        let mut args = NamesArgs::default();
+        args.pods.pods_json = Some(pods.clone());
+        args.pvs.pvs_json = Some(pvs);
+        let n = resolve(&args, &w, &ctx);
+        assert!(n.notes.is_empty(), "{:?}", n.notes);
+        assert_eq!(
+            n.volume("pvc-a634b9a3", ["8e1f6a2c"]),
+            "media/radarr-0 (PVC media/radarr-config, pvc-a634b9a3)"
+        );
+        args.pvs.pvs_json = None;
+        let n = resolve(&args, &w, &ctx);
+        assert_eq!(
+            n.volume("pvc-a634b9a3", ["8e1f6a2c"]),
+            "media/radarr-0 (pvc-a634b9a3)"
+        );
+        assert_eq!(
+            n.notes,
+            ["PVC names not resolved: give --pvs-json with --pods-json"]
+        );
+        args.pods.pods_json = Some(dir.join("missing.json"));
+        let n = resolve(&args, &w, &ctx);
+        assert!(n
+            .notes
+            .iter()
+            .any(|s| s.starts_with("pod names not resolved: cannot read --pods-json")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lookup_budget_keeps_a_reserve() {
+        assert_eq!(lookup_budget(Duration::from_millis(600)), None);
+        assert_eq!(
+            lookup_budget(Duration::from_secs(8)),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(
+            lookup_budget(Duration::from_secs(1)),
+            Some(Duration::from_millis(500))
+        );
+    }
+}

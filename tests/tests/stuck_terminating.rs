@@ -1,0 +1,283 @@
+//! check_stuck_terminating end to end: the release binary against `kubectl get pods -o json`
+//! documents and the loopback HTTPS API server. The incident's seerr pod: deleted 41 minutes ago,
+//! jiva-csi's teardown failed once on a read-only mount, never retried.
+
+use e2e::apiserver::fixtures::{ago, kubectl_list, pod_event, running};
+use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::{Cmd, Output};
+use serde_json::{json, Value};
+use std::path::Path;
+
+const NAME: &str = "STUCK_TERMINATING";
+const BIN: &str = "check_stuck_terminating";
+const NODE: &str = "k8s03";
+const SEERR_UID: &str = "3c2b9f1e-5a7d-4e2f-9b1a-746b28370001";
+const MOUNT: &str = "/var/snap/microk8s/common/var/lib/kubelet/pods/3c2b9f1e-5a7d-4e2f-9b1a-746b28370001/volumes/kubernetes.io~csi/pvc-746b2837-bd1c-4c8e-9a51-3f2e1d0c0001/mount";
+
+/// A pod whose delete was requested `secs` ago with `grace` seconds: as the API shows it, with
+/// deletionTimestamp = request + grace.
+fn terminating(
+    ns: &str,
+    name: &str,
+    uid: &str,
+    secs: i64,
+    grace: i64,
+    finalizers: &[&str],
+) -> Value {
+    let created = ago(86400);
+    json!({"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":name,"namespace":ns,"uid":uid,"creationTimestamp":created,
+            "deletionTimestamp":ago(secs - grace),"deletionGracePeriodSeconds":grace,
+            "finalizers":finalizers,"labels":{"app":name},
+            "ownerReferences":[{"apiVersion":"apps/v1","kind":"StatefulSet","name":"seerr-seerr-chart","uid":"z","controller":true}]},
+        "spec":{"nodeName":NODE,"terminationGracePeriodSeconds":grace,
+            "containers":[{"name":"main","image":"fallenbagel/jellyseerr:2.1"}],
+            "volumes":[{"name":"config","persistentVolumeClaim":{"claimName":"config-seerr-0"}}]},
+        "status":{"phase":"Running","conditions":[{"type":"Ready","status":"False","lastTransitionTime":ago(secs)}],
+            "containerStatuses":[{"name":"main","ready":false,"restartCount":0,
+                "state":{"terminated":{"exitCode":0,"reason":"Completed","finishedAt":ago(secs - 5)}}}]}})
+}
+
+fn teardown_message() -> String {
+    format!(
+        "UnmountVolume.TearDown failed for volume \"pvc-746b2837-bd1c-4c8e-9a51-3f2e1d0c0001\" (UniqueName: \"kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837-bd1c-4c8e-9a51-3f2e1d0c0001\") pod \"{SEERR_UID}\" (UID: \"{SEERR_UID}\") : kubernetes.io/csi: Unmounter.TearDownAt failed: rpc error: code = Internal desc = chmod {MOUNT}: read-only file system"
+    )
+}
+
+fn pods() -> Vec<Value> {
+    vec![
+        running("media", "radarr-0", NODE, 86400),
+        terminating("media", "seerr-seerr-chart-0", SEERR_UID, 41 * 60, 30, &[]),
+        // Deleted 10 s ago with 30 s of grace: still inside it.
+        terminating(
+            "media",
+            "sonarr-0",
+            "1111aaaa-0000-4000-8000-000000000001",
+            10,
+            30,
+            &[],
+        ),
+        // Held by a finalizer for 20 minutes, no teardown error.
+        terminating(
+            "backup",
+            "velero-restore-helper",
+            "2222bbbb-0000-4000-8000-000000000002",
+            20 * 60,
+            30,
+            &["example.com/snapshot-cleanup"],
+        ),
+        // Wedged too, but on another node.
+        {
+            let mut p = terminating(
+                "x",
+                "elsewhere",
+                "3333cccc-0000-4000-8000-000000000003",
+                3600,
+                30,
+                &[],
+            );
+            p["spec"]["nodeName"] = json!("k8s01");
+            p
+        },
+    ]
+}
+
+fn write_json(dir: &Path, name: &str, v: &Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn check(args: &[&str]) -> Output {
+    Cmd::check(BIN)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .args(args)
+        .run()
+}
+
+#[test]
+fn pods_json_wedged_grace_and_finalizers() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "pods.json", &kubectl_list(pods()));
+    let out = check(&["--pods-json", &f, "--node", NODE]);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line().starts_with(
+            "STUCK_TERMINATING CRITICAL - 2 of 3 terminating pods on node k8s03 wedged: media/seerr-seerr-chart-0 (deleted 41m ago), backup/velero-restore-helper (deleted 20m ago)"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("[CRITICAL] media/seerr-seerr-chart-0 on k8s03: deleted 41m ago, 40m30s past its 30s grace period, no finalizers"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("[CRITICAL] backup/velero-restore-helper on k8s03: deleted 20m ago, 19m30s past its 30s grace period, finalizers: example.com/snapshot-cleanup"),
+        "{out:?}"
+    );
+    assert!(out
+        .stdout
+        .contains("events not looked up (pods read from --pods-json)"));
+    assert!(
+        !out.stdout.contains("sonarr-0"),
+        "inside its grace period: {out:?}"
+    );
+    assert!(!out.stdout.contains("elsewhere"), "{out:?}");
+    assert_eq!(out.perf("terminating_pods"), Some(3.0));
+    assert_eq!(out.perf("wedged_pods"), Some(2.0));
+    assert!(out.perf("oldest_wedged").unwrap() >= 2430.0);
+
+    // -v lists the pod still inside its grace period as OK.
+    let out = check(&["--pods-json", &f, "--node", NODE, "-v"]);
+    assert!(
+        out.stdout.contains(
+            "[OK] media/sonarr-0 on k8s03: deleted 10s ago, 0s past its 30s grace period"
+        ),
+        "{out:?}"
+    );
+
+    // Only the pod inside its grace period: OK.
+    let ok = write_json(
+        dir.path(),
+        "ok.json",
+        &kubectl_list(vec![
+            running("media", "radarr-0", NODE, 86400),
+            terminating(
+                "media",
+                "sonarr-0",
+                "1111aaaa-0000-4000-8000-000000000001",
+                10,
+                30,
+                &[],
+            ),
+        ]),
+    );
+    let out = check(&["--pods-json", &ok, "--node", NODE]);
+    out.assert_status(NAME, 0);
+    assert!(out.first_line().contains("no pod wedged in Terminating (2 pods on node k8s03, 1 terminating for less than 5m past their grace period)"), "{out:?}");
+    assert_eq!(out.perf("wedged_pods"), Some(0.0));
+
+    // --all-nodes and --namespace.
+    let out = check(&["--pods-json", &f, "--all-nodes"]);
+    assert_eq!(out.perf("wedged_pods"), Some(3.0));
+    let out = check(&["--pods-json", &f, "--all-nodes", "--namespace", "backup"]);
+    out.assert_status(NAME, 2);
+    assert_eq!(out.perf("terminating_pods"), Some(1.0));
+}
+
+#[test]
+fn api_shows_the_failed_unmount_and_the_umount_hint() {
+    let s = ApiServer::start();
+    s.set("pods", pods());
+    s.set(
+        "events",
+        vec![
+            pod_event(
+                "media",
+                "seerr-seerr-chart-0",
+                "Killing",
+                "Stopping container main",
+                41 * 60,
+            ),
+            pod_event(
+                "media",
+                "seerr-seerr-chart-0",
+                "FailedUnmount",
+                &teardown_message(),
+                40 * 60,
+            ),
+            pod_event(
+                "media",
+                "seerr-seerr-chart-0",
+                "FailedMount",
+                "MountVolume.SetUp failed: an older one",
+                50 * 60,
+            ),
+        ],
+    );
+    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t3rm-t0ken".into()));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.stdout.contains(&format!(
+            "last FailedUnmount (40m ago): {}",
+            &teardown_message()[..120]
+        )),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("hint: on k8s03 run `umount {MOUNT}`")),
+        "{out:?}"
+    );
+    // The finalizer-held pod: its finalizers, and no hint (no teardown error).
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let i = lines
+        .iter()
+        .position(|l| l.contains("backup/velero-restore-helper on k8s03"))
+        .unwrap();
+    assert!(
+        lines[i].ends_with("finalizers: example.com/snapshot-cleanup"),
+        "{out:?}"
+    );
+    assert!(
+        lines.get(i + 1).is_none_or(|l| !l.starts_with("    ")),
+        "{out:?}"
+    );
+    // Pods listed for this node; events only for the two wedged pods.
+    let reqs = s.requests();
+    assert_eq!(
+        reqs.iter()
+            .find(|r| r.path == "/api/v1/pods")
+            .unwrap()
+            .q("fieldSelector"),
+        Some("spec.nodeName=k8s03")
+    );
+    let ev: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.path.ends_with("/events"))
+        .collect();
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    assert!(!out.stdout.contains("t3rm-t0ken"));
+
+    // --no-events: no event requests, the verdict unchanged.
+    let before = s.requests().len();
+    let out = check(&[
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--node",
+        NODE,
+        "--no-events",
+    ]);
+    out.assert_status(NAME, 2);
+    assert!(!out.stdout.contains("hint:"));
+    assert!(s.requests()[before..]
+        .iter()
+        .all(|r| !r.path.ends_with("/events")));
+
+    // Events failing: the verdict stands with a note.
+    s.fail_when(|r| r.path.ends_with("/events"), Fault::Http(403), None);
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
+    out.assert_status(NAME, 2);
+    assert!(out.stdout.contains("events not read: "), "{out:?}");
+    s.heal();
+
+    // The API unreachable for the pod list itself: UNKNOWN naming it.
+    let down = s.kubeconfig_for(
+        &format!("https://{}", unused_addr()),
+        KubeCa::Inline,
+        KubeAuth::Token("t".into()),
+    );
+    let out = check(&[
+        "--kubeconfig",
+        down.to_str().unwrap(),
+        "--node",
+        NODE,
+        "-t",
+        "5",
+    ]);
+    out.assert_status(NAME, 3);
+    assert!(out.first_line().contains("connection refused"), "{out:?}");
+}
