@@ -364,3 +364,17 @@ fn without_privileges_it_says_which_capability_is_missing() {
     );
     assert!(out.first_line().contains("CAP_DAC_READ_SEARCH"), "{out:?}");
 }
+
+#[test]
+fn a_mistyped_kubelet_root_is_unknown_not_no_pv_mounts() {
+    let out = e2e::run(
+        "check_ro_pvc_mounts",
+        ["--kubelet-root", "/nonexistent/kubelet", "--no-names"],
+    );
+    out.assert_status(NAME, 3);
+    assert!(
+        out.first_line()
+            .contains("--kubelet-root /nonexistent/kubelet: no such directory"),
+        "{out:?}"
+    );
+}

@@ -178,6 +178,12 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         return Err(Unknown(problem));
     }
     let sys = o.sys.clone().unwrap_or_else(|| host.sys());
+    if let Some(r) = kubelet::missing_roots(&o.kubelet_root, &host).first() {
+        return Err(Unknown(format!(
+            "--kubelet-root {}: no such directory on this node",
+            r.display()
+        )));
+    }
     let roots = kubelet::roots(&o.kubelet_root, &host);
     if roots.is_empty() {
         return Err(Unknown(format!(

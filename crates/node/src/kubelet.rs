@@ -43,6 +43,16 @@ pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
+/// read as "no PV mounts on this node").
+pub fn missing_roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
+    given
+        .iter()
+        .filter(|r| !host.mount_path(r).is_dir())
+        .cloned()
+        .collect()
+}
+
 /// What a mount under a kubelet root is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
