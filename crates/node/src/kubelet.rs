@@ -46,9 +46,14 @@ pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
 /// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
 /// read as "no PV mounts on this node").
 pub fn missing_roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
+    // Only what is really absent: a root we may not look into (EACCES) is reported by the
+    // check as the missing privilege, not as a missing directory.
     given
         .iter()
-        .filter(|r| !host.mount_path(r).is_dir())
+        .filter(|r| match std::fs::metadata(host.mount_path(r)) {
+            Ok(m) => !m.is_dir(),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        })
         .cloned()
         .collect()
 }
