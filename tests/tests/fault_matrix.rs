@@ -1,0 +1,452 @@
+//! The fault matrix (issue 10): every check × every fault it can meet, one table per fault family,
+//! the same invariants asserted for every row:
+//!
+//! - exit code in 0..3, first line `NAME STATUS - summary` with the expected status and a phrase an
+//!   operator understands;
+//! - output safety: at most one `|`, only on the first line, no control characters, first line
+//!   ≤ 1024 bytes, perfdata labels `^[a-z0-9_]+$` (hostile names rows exist to break this);
+//! - no secret (the test token, the client key) in stdout or stderr, at -v, -vv and -vvv in turn;
+//! - finished within `-t` plus a generous margin (a correctness bound, not a benchmark);
+//! - no leftover process whose command line holds the row's unique marker.
+//!
+//! Every row runs the RELEASE binary. Failures are collected so one run reports every broken row.
+
+use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, scheduled_no_status, Rep};
+use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
+use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::fuse::{bindfs, kill_daemon, processes_with, stop_daemon};
+use e2e::{bin, need_root, need_tool, Cmd, KubeletTree, Ns, Output};
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The -t of every row.
+const T: u64 = 3;
+/// Margin over -t (process start, TLS, the renderer): generous on a shared 2-core machine.
+const MARGIN: Duration = Duration::from_secs(3);
+/// The bearer token of every kubeconfig: must never appear in any output.
+const TOKEN: &str = "fm-S3cret-T0ken-7d41c9e2b5";
+const NODE: &str = "fm-node-1";
+
+/// One row of the matrix.
+struct Row {
+    label: String,
+    bin: &'static str,
+    name: &'static str,
+    args: Vec<OsString>,
+    /// Run as nobody (uid/gid 65534, no groups) through setpriv.
+    nobody: bool,
+    /// Run inside this mount namespace (holder pid).
+    ns: Option<u32>,
+    want: i32,
+    /// Phrases the first line must contain (case-insensitive).
+    phrases: Vec<&'static str>,
+    /// Extra secrets to grep for besides TOKEN.
+    secrets: Vec<String>,
+    /// Processes of ours that may match the marker (FUSE daemons).
+    own_pids: Vec<i32>,
+    /// Perfdata values must not be negative (clock rows).
+    no_negative: bool,
+    /// What leftover processes would carry on their command line (default: the longest temp
+    /// path among the arguments).
+    marker: Option<String>,
+}
+
+fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
+    Row {
+        label: label.into(),
+        bin,
+        name,
+        args: Vec::new(),
+        nobody: false,
+        ns: None,
+        want: 3,
+        phrases: Vec::new(),
+        secrets: Vec::new(),
+        own_pids: Vec::new(),
+        no_negative: false,
+        marker: None,
+    }
+}
+
+impl Row {
+    fn arg(mut self, a: impl Into<OsString>) -> Row {
+        self.args.push(a.into());
+        self
+    }
+    fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, a: I) -> Row {
+        self.args.extend(a.into_iter().map(Into::into));
+        self
+    }
+    fn expect(mut self, code: i32, phrases: &[&'static str]) -> Row {
+        self.want = code;
+        self.phrases = phrases.to_vec();
+        self
+    }
+    fn nobody(mut self) -> Row {
+        self.nobody = true;
+        self
+    }
+}
+
+fn s(p: &Path) -> OsString {
+    p.as_os_str().to_owned()
+}
+
+/// The checks' verbosity cycles through -v, -vv, -vvv so the secret grep covers every level.
+fn verbosity(i: usize) -> &'static str {
+    ["-v", "-vv", "-vvv"][i % 3]
+}
+
+fn marker(label: &str) -> String {
+    let clean: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("fm-marker-{}-{clean}", std::process::id())
+}
+
+fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
+    // The row's unique marker: a path in its arguments (per-row temp files, kubeconfigs).
+    let mark = r.marker.clone().unwrap_or_else(|| {
+        r.args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .filter(|a| a.contains("/tmp/"))
+            .max_by_key(|a| a.len())
+            .unwrap_or_else(|| marker(&r.label))
+    });
+    let b = bin(r.bin);
+    let mut cmd = match (r.ns, r.nobody) {
+        (Some(pid), _) => Cmd::new("nsenter")
+            .args(["-t", &pid.to_string(), "-m", "--"])
+            .arg(&b),
+        (None, true) => Cmd::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&b),
+        (None, false) => Cmd::new(&b),
+    };
+    cmd = cmd
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .args(["-t", &T.to_string(), verbosity(i)])
+        .args(&r.args);
+    let out = cmd.run();
+    let mut errs = Vec::new();
+    let first = out.first_line().to_string();
+    let all = format!("{}{}", out.stdout, out.stderr);
+    if !(0..=3).contains(&out.code) {
+        errs.push(format!("exit code {} outside 0..3", out.code));
+    }
+    let want = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+        .get(r.want as usize)
+        .copied()
+        .unwrap_or("?");
+    if out.code != r.want || !first.starts_with(&format!("{} {want} - ", r.name)) {
+        errs.push(format!("want {} {want} (exit {})", r.name, r.want));
+    }
+    let low = first.to_lowercase();
+    for p in &r.phrases {
+        if !low.contains(&p.to_lowercase()) {
+            errs.push(format!("first line lacks {p:?}"));
+        }
+    }
+    // Output safety.
+    if first.len() > 1024 {
+        errs.push("first line over 1024 bytes".into());
+    }
+    if out.stdout.matches('|').count() > 1 {
+        errs.push("more than one '|'".into());
+    }
+    if out.stdout.lines().skip(1).any(|l| l.contains('|')) {
+        errs.push("'|' after the first line".into());
+    }
+    if out
+        .stdout
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        errs.push("control character in stdout".into());
+    }
+    if let Some((_, perf)) = first.split_once(" | ") {
+        for item in perf.split(' ').filter(|x| !x.is_empty()) {
+            let (l, rest) = item.split_once('=').unwrap_or((item, ""));
+            let l = l.trim_matches('\'');
+            if l.is_empty()
+                || !l
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+            {
+                errs.push(format!("perfdata label {l:?}"));
+            }
+            if r.no_negative && rest.starts_with('-') {
+                errs.push(format!("negative perfdata {item:?}"));
+            }
+        }
+    }
+    // Secrets.
+    for sec in std::iter::once(TOKEN.to_string()).chain(r.secrets.iter().cloned()) {
+        if all.contains(&sec) {
+            errs.push(format!("secret {sec:.12}… in the output"));
+        }
+    }
+    if out.elapsed > Duration::from_secs(T) + MARGIN {
+        errs.push(format!("took {:?}, over -t {T}s + {MARGIN:?}", out.elapsed));
+    }
+    let left: Vec<i32> = processes_with(&mark)
+        .into_iter()
+        .filter(|p| !r.own_pids.contains(p))
+        .collect();
+    if !left.is_empty() {
+        errs.push(format!("leftover processes {left:?}"));
+    }
+    (out, errs)
+}
+
+/// Run every row, print the table, fail listing every broken row.
+fn run_rows(rows: Vec<Row>) {
+    let mut failed = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let (out, errs) = exec(r, i);
+        println!(
+            "{:<60} exit {} {:>6.2}s  {}",
+            r.label,
+            out.code,
+            out.elapsed.as_secs_f64(),
+            out.first_line()
+        );
+        if !errs.is_empty() {
+            failed.push(format!(
+                "{}: {}\n    stdout: {:?}\n    stderr: {:?}",
+                r.label,
+                errs.join("; "),
+                out.stdout,
+                out.stderr
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} rows broken:\n{}",
+        failed.len(),
+        rows.len(),
+        failed.join("\n")
+    );
+}
+
+/// A directory every user may traverse (tempdirs are 0700; the nobody rows need to get in).
+fn open_tempdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&p, data).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// API faults
+
+#[derive(Clone, Copy, Debug)]
+enum ApiFault {
+    Refused,
+    Slow,
+    Http(u16),
+    Truncated,
+    Garbage,
+    Dropped,
+    WrongCa,
+    ExpiredCert,
+}
+
+const API_FAULTS: &[(ApiFault, i32, &str)] = &[
+    (ApiFault::Refused, 3, "refused"),
+    (ApiFault::Slow, 3, "timed out"),
+    (ApiFault::Http(401), 3, "401"),
+    (ApiFault::Http(403), 3, "403"),
+    (ApiFault::Http(404), 3, "404"),
+    (ApiFault::Http(500), 3, "500"),
+    (ApiFault::Truncated, 3, ""),
+    (ApiFault::Garbage, 3, ""),
+    (ApiFault::Dropped, 3, ""),
+    (ApiFault::WrongCa, 3, "certificate"),
+    (ApiFault::ExpiredCert, 3, ""),
+];
+
+/// A kubeconfig for `srv` with the fault applied (server side faults are armed on `srv`), and
+/// the extra secrets it holds (the client key).
+fn faulty_kubeconfig(srv: &ApiServer, f: ApiFault) -> (PathBuf, Vec<String>) {
+    srv.heal();
+    let tok = || KubeAuth::Token(TOKEN.into());
+    match f {
+        ApiFault::Refused => (
+            srv.kubeconfig_for(&format!("https://{}", unused_addr()), KubeCa::Inline, tok()),
+            vec![],
+        ),
+        ApiFault::WrongCa => (srv.kubeconfig(KubeCa::Wrong, tok()), vec![]),
+        ApiFault::ExpiredCert => {
+            let kc = srv.kubeconfig(KubeCa::Inline, KubeAuth::CertExpired("fm-expired".into()));
+            // The base64 of the key is inline: its middle is a distinctive secret.
+            let text = std::fs::read_to_string(&kc).unwrap();
+            let key = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("client-key-data: "))
+                .unwrap()
+                .to_string();
+            let mid = key[key.len() / 2..key.len() / 2 + 40].to_string();
+            (kc, vec![mid])
+        }
+        other => {
+            let kc = srv.kubeconfig(KubeCa::Inline, tok());
+            srv.fail(match other {
+                ApiFault::Slow => Fault::Slow(Duration::from_secs(T + 4)),
+                ApiFault::Http(c) => Fault::Http(c),
+                ApiFault::Truncated => Fault::Truncated,
+                ApiFault::Garbage => Fault::Garbage,
+                ApiFault::Dropped => Fault::Drop,
+                _ => unreachable!(),
+            });
+            (kc, vec![])
+        }
+    }
+}
+
+/// Runs the API fault rows of one check: `setup` fills the server, `base` gives the arguments
+/// besides --kubeconfig.
+fn api_rows(
+    bin: &'static str,
+    name: &'static str,
+    srv: &ApiServer,
+    base: &[OsString],
+    overrides: &[(&str, i32, &'static str)],
+) {
+    let mut failed = Vec::new();
+    for (i, &(f, want, phrase)) in API_FAULTS.iter().enumerate() {
+        let label = format!("{bin} api {f:?}");
+        let (kc, secrets) = faulty_kubeconfig(srv, f);
+        let fname = format!("{f:?}");
+        let (want, phrase) = overrides
+            .iter()
+            .find(|(n, _, _)| *n == fname)
+            .map(|&(_, w, p)| (w, p))
+            .unwrap_or((want, phrase));
+        let mut r = row(label, bin, name)
+            .arg("--kubeconfig")
+            .arg(s(&kc))
+            .args(base.iter().cloned());
+        r.want = want;
+        if !phrase.is_empty() {
+            r.phrases = vec![phrase];
+        }
+        r.secrets = secrets;
+        let (out, errs) = exec(&r, i);
+        println!(
+            "{:<60} exit {} {:>6.2}s  {}",
+            r.label,
+            out.code,
+            out.elapsed.as_secs_f64(),
+            out.first_line()
+        );
+        if !errs.is_empty() {
+            failed.push(format!(
+                "{}: {}\n    stdout: {:?}\n    stderr: {:?}",
+                r.label,
+                errs.join("; "),
+                out.stdout,
+                out.stderr
+            ));
+        }
+    }
+    srv.heal();
+    assert!(failed.is_empty(), "broken rows:\n{}", failed.join("\n"));
+}
+
+#[test]
+fn api_faults_stuck_scheduled() {
+    let srv = ApiServer::start();
+    srv.set("pods", vec![running("media", "radarr-0", NODE, 86400)]);
+    api_rows(
+        "check_stuck_scheduled",
+        "STUCK_SCHEDULED",
+        &srv,
+        &["--node".into(), NODE.into()],
+        &[],
+    );
+}
+
+#[test]
+fn api_faults_jiva_rep_crashloop() {
+    let srv = ApiServer::start();
+    srv.set(
+        "pods",
+        vec![jiva_replica("pvc-fm1", 0, "k8s01", 86400, Rep::Healthy)],
+    );
+    api_rows(
+        "check_jiva_rep_crashloop",
+        "JIVA_REP_CRASHLOOP",
+        &srv,
+        &[],
+        &[],
+    );
+}
+
+#[test]
+fn api_faults_watch_cache() {
+    let srv = ApiServer::start();
+    let store = ConfigMapStore::new();
+    store.put(
+        "kube-system",
+        "k8s-storage-checks-canary",
+        serde_json::json!({"purpose": "canary"}),
+    );
+    srv.configmaps(&store, CacheMode::Healthy);
+    api_rows(
+        "check_watch_cache",
+        "WATCH_CACHE",
+        &srv,
+        &["--deadline".into(), "1s".into()],
+        &[("Http(404)", 3, "does not exist")],
+    );
+}
+
+#[test]
+fn api_faults_stale_csi_mounts() {
+    // A pod volume mount in a mountinfo file: deciding whether it is stale needs the API.
+    let d = open_tempdir();
+    let tree = KubeletTree::new(d.path());
+    let mp = tree.pod_csi_mount("u-fm-1", "pvc-fm1", "csi.example.com");
+    let mi = write(
+        d.path(),
+        "mountinfo",
+        format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n{}",
+            e2e::sysfs::mountinfo_line(30, "8:32", &mp, "sdc", "rw")
+        ),
+    );
+    let srv = ApiServer::start();
+    srv.set("pods", vec![running("media", "radarr-0", NODE, 86400)]);
+    srv.set("persistentvolumes", vec![]);
+    api_rows(
+        "check_stale_csi_mounts",
+        "STALE_CSI_MOUNTS",
+        &srv,
+        &[
+            "--node".into(),
+            NODE.into(),
+            "--mountinfo".into(),
+            s(&mi),
+            "--kubelet-root".into(),
+            s(&tree.root),
+        ],
+        &[],
+    );
+}
