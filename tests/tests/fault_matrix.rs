@@ -144,7 +144,16 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
         .get(r.want as usize)
         .copied()
         .unwrap_or("?");
-    if out.code != r.want || !first.starts_with(&format!("{} {want} - ", r.name)) {
+    if r.want < 0 {
+        // Not pinned: the protocol still holds.
+        let w = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+            .get(out.code as usize)
+            .copied()
+            .unwrap_or("?");
+        if !first.starts_with(&format!("{} {w} - ", r.name)) {
+            errs.push(format!("first line is not {} {w} - ...", r.name));
+        }
+    } else if out.code != r.want || !first.starts_with(&format!("{} {want} - ", r.name)) {
         errs.push(format!("want {} {want} (exit {})", r.name, r.want));
     }
     let low = first.to_lowercase();
@@ -449,4 +458,314 @@ fn api_faults_stale_csi_mounts() {
         ],
         &[],
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// File and directory inputs
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FileFault {
+    Missing,
+    /// Mode 0600 owned by root, the check run as nobody.
+    Unreadable,
+    Empty,
+    /// The good content cut in the middle of a line / record.
+    Truncated,
+    /// A 200 MB sparse file (NUL bytes, no newline).
+    Huge,
+    /// The good content with invalid UTF-8 bytes inside every line.
+    NonUtf8,
+}
+
+const FILE_FAULTS: &[FileFault] = &[
+    FileFault::Missing,
+    FileFault::Unreadable,
+    FileFault::Empty,
+    FileFault::Truncated,
+    FileFault::Huge,
+    FileFault::NonUtf8,
+];
+
+/// The faulty version of `good` at `dir/name`.
+fn faulty_file(dir: &Path, name: &str, good: &[u8], f: FileFault) -> PathBuf {
+    let p = dir.join(name);
+    match f {
+        FileFault::Missing => {}
+        FileFault::Unreadable => {
+            std::fs::write(&p, good).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        FileFault::Empty => {
+            write(dir, name, b"");
+        }
+        FileFault::Truncated => {
+            write(dir, name, &good[..good.len() / 2]);
+        }
+        FileFault::Huge => {
+            let fh = std::fs::File::create(&p).unwrap();
+            fh.set_len(200 << 20).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        FileFault::NonUtf8 => {
+            let mut v = Vec::new();
+            for l in good.split_inclusive(|&b| b == b'\n') {
+                let mid = l.len() / 2;
+                v.extend_from_slice(&l[..mid]);
+                v.extend_from_slice(b"\xff\xfe\xc3\x28");
+                v.extend_from_slice(&l[mid..]);
+            }
+            write(dir, name, v);
+        }
+    }
+    p
+}
+
+/// The inputs every node check reads, good versions, in one open temp dir.
+struct Inputs {
+    dir: tempfile::TempDir,
+    tree: KubeletTree,
+    files: Vec<(&'static str, &'static str, Vec<u8>)>,
+}
+
+fn good_inputs() -> Inputs {
+    let dir = open_tempdir();
+    let tree = KubeletTree::new(dir.path());
+    let mp = tree.pod_csi_mount("u-fm-1", "pvc-fm1", "csi.example.com");
+    let mi = format!(
+        "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n{}",
+        e2e::sysfs::mountinfo_line(30, "8:32", &mp, "sdc", "rw")
+    );
+    let pods = kubectl_list(vec![
+        running("media", "radarr-0", NODE, 86400),
+        scheduled_no_status("media", "stuck-0", NODE, 600),
+        jiva_replica("pvc-fm1", 0, NODE, 86400, Rep::Healthy),
+    ]);
+    let pvs = kubectl_list(vec![]);
+    let now = e2e::logs::now_secs();
+    let log = format!(
+        "{}{}\n",
+        e2e::logs::klog_header(now - 60),
+        e2e::logs::nested_op_msg(
+            now - 60,
+            "csi.example.com",
+            "pvc-fm1",
+            "u-fm-1",
+            2000,
+            "rpc error: code = DeadlineExceeded"
+        )
+    );
+    let kmsg = "6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk\n SUBSYSTEM=scsi\n3,2,2000,-;Aborting journal on device sdc-8.\n";
+    std::fs::create_dir_all(dir.path().join("sys/class/iscsi_session")).unwrap();
+    Inputs {
+        files: vec![
+            ("--mountinfo", "mountinfo", mi.into_bytes()),
+            (
+                "--pods-json",
+                "pods.json",
+                serde_json::to_vec_pretty(&pods).unwrap(),
+            ),
+            (
+                "--pvs-json",
+                "pvs.json",
+                serde_json::to_vec_pretty(&pvs).unwrap(),
+            ),
+            ("--log-file", "kubelet.log", log.into_bytes()),
+            ("--kmsg", "kmsg", kmsg.as_bytes().to_vec()),
+        ],
+        dir,
+        tree,
+    }
+}
+
+/// For each check: the file options it reads and its directory options.
+const NODE_CHECKS: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "check_ro_pvc_mounts",
+        "RO_PVC_MOUNTS",
+        &["--mountinfo"],
+        &["--sys", "--kubelet-root"],
+    ),
+    (
+        "check_stale_csi_mounts",
+        "STALE_CSI_MOUNTS",
+        &["--mountinfo", "--pods-json", "--pvs-json"],
+        &["--kubelet-root"],
+    ),
+    (
+        "check_kubelet_nested_ops",
+        "KUBELET_NESTED_OPS",
+        &["--log-file"],
+        &["--state-dir"],
+    ),
+    (
+        "check_storage_kernel_errors",
+        "STORAGE_KERNEL_ERRORS",
+        &["--kmsg", "--mountinfo"],
+        &["--sys", "--kubelet-root", "--state-dir"],
+    ),
+    (
+        "check_iscsi_sessions",
+        "ISCSI_SESSIONS",
+        &["--mountinfo"],
+        &["--sys", "--kubelet-root"],
+    ),
+    (
+        "check_stuck_scheduled",
+        "STUCK_SCHEDULED",
+        &["--pods-json"],
+        &[],
+    ),
+    (
+        "check_jiva_rep_crashloop",
+        "JIVA_REP_CRASHLOOP",
+        &["--pods-json"],
+        &[],
+    ),
+];
+
+/// The full argument list of a check over `inp`, with `replace` = (option, path) swapped in.
+fn node_args(bin: &str, inp: &Inputs, replace: Option<(&str, &Path)>) -> Vec<OsString> {
+    let (_, _, files, dirs) = NODE_CHECKS.iter().find(|c| c.0 == bin).unwrap();
+    let mut v: Vec<OsString> = Vec::new();
+    let d = inp.dir.path();
+    for o in files.iter().chain(dirs.iter()) {
+        let good = match *o {
+            "--sys" => d.join("sys"),
+            "--kubelet-root" => inp.tree.root.clone(),
+            "--state-dir" => d.join("state"),
+            _ => {
+                let (_, name, data) = inp.files.iter().find(|f| f.0 == *o).unwrap();
+                write(d, name, data)
+            }
+        };
+        let p = match replace {
+            Some((ro, rp)) if ro == *o => rp.to_path_buf(),
+            _ => good,
+        };
+        v.push((*o).into());
+        v.push(p.into_os_string());
+    }
+    match bin {
+        "check_stale_csi_mounts" | "check_stuck_scheduled" => {
+            v.extend(["--node".into(), NODE.into()]);
+        }
+        "check_kubelet_nested_ops" => {
+            // No journal: the log file only.
+            v.extend(["--journalctl".into(), "/nonexistent/journalctl".into()]);
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Expected (exit code, phrase) of a file/dir fault row. A fault in a required input is a clear
+/// UNKNOWN naming it; auxiliary inputs (kernel_errors' device-to-PV mapping, ro_pvc's block-device
+/// flags, state directories) degrade to a correct answer from the main input.
+fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
+    let kernel_aux = bin == "check_storage_kernel_errors" && opt != "--kmsg";
+    match (bin, opt, f) {
+        _ if kernel_aux => (0, "no storage errors"),
+        (_, "--state-dir", _) => (1, "failing operations"),
+        ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystems writable"),
+        ("check_ro_pvc_mounts", "--kubelet-root", "dirMissing" | "dirEmpty") => (0, "no PV mounts"),
+        ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
+        // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
+        ("check_iscsi_sessions", "--kubelet-root" | "--mountinfo", _) => (0, "no iSCSI sessions"),
+        (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),
+        (_, _, "Unreadable" | "dirUnreadable") => (3, "Permission denied (EACCES)"),
+        ("check_iscsi_sessions", "--sys", "dirEmpty") => (3, "not a sysfs"),
+        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
+        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
+        ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystems writable"),
+        ("check_stale_csi_mounts", "--mountinfo", "NonUtf8") => (0, "no CSI mounts"),
+        (_, "--mountinfo", "Empty") => (3, "is empty: not a mount table"),
+        (_, "--mountinfo", _) => (3, "garbled mount table"),
+        (_, "--pods-json" | "--pvs-json", "Empty" | "Truncated") => (3, "JSON"),
+        (_, "--pods-json" | "--pvs-json", _) => (3, "JSON"),
+        _ => (-1, ""),
+    }
+}
+
+#[test]
+fn file_faults_every_node_check() {
+    let mut rows = Vec::new();
+    let mut keep = Vec::new();
+    for &(bin, name, files, dirs) in NODE_CHECKS {
+        for &opt in files.iter() {
+            for &f in FILE_FAULTS {
+                let inp = good_inputs();
+                let good = &inp.files.iter().find(|x| x.0 == opt).unwrap().2;
+                let p = faulty_file(
+                    inp.dir.path(),
+                    &format!("faulty{}", opt.replace('-', "_")),
+                    good,
+                    f,
+                );
+                let (want, phrase) = expect_file(bin, opt, &format!("{f:?}"));
+                let mut r = row(format!("{bin} {opt} {f:?}"), bin, name).args(node_args(
+                    bin,
+                    &inp,
+                    Some((opt, &p)),
+                ));
+                r.want = want;
+                if !phrase.is_empty() {
+                    r.phrases = vec![phrase];
+                }
+                r.nobody = f == FileFault::Unreadable;
+                r.marker = Some(p.to_string_lossy().into_owned());
+                rows.push(r);
+                keep.push(inp);
+            }
+        }
+        for &opt in dirs.iter() {
+            for f in ["Missing", "Unreadable", "Empty"] {
+                let inp = good_inputs();
+                let p = inp
+                    .dir
+                    .path()
+                    .join(format!("faultydir{}", opt.replace('-', "_")));
+                match f {
+                    "Missing" => {}
+                    "Unreadable" => {
+                        std::fs::create_dir(&p).unwrap();
+                        std::fs::write(p.join("x"), "x").unwrap();
+                        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
+                            .unwrap();
+                    }
+                    _ => std::fs::create_dir(&p).unwrap(),
+                }
+                let (want, phrase) = expect_file(bin, opt, &format!("dir{f}"));
+                let mut r = row(format!("{bin} {opt} dir {f}"), bin, name).args(node_args(
+                    bin,
+                    &inp,
+                    Some((opt, &p)),
+                ));
+                r.want = want;
+                if !phrase.is_empty() {
+                    r.phrases = vec![phrase];
+                }
+                r.nobody = f == "Unreadable";
+                r.marker = Some(p.to_string_lossy().into_owned());
+                rows.push(r);
+                keep.push(inp);
+            }
+        }
+        // A kubelet root that does not exist.
+        if dirs.contains(&"--kubelet-root") {
+            let inp = good_inputs();
+            let p = PathBuf::from("/nonexistent");
+            let mut r = row(format!("{bin} --kubelet-root /nonexistent"), bin, name)
+                .args(node_args(bin, &inp, Some(("--kubelet-root", &p))));
+            (r.want, r.phrases) = match bin {
+                "check_ro_pvc_mounts" => (0, vec!["no PV mounts"]),
+                "check_storage_kernel_errors" => (0, vec!["no storage errors"]),
+                "check_iscsi_sessions" => (0, vec!["no iSCSI sessions"]),
+                _ => (3, vec!["--kubelet-root /nonexistent"]),
+            };
+            rows.push(r);
+            keep.push(inp);
+        }
+    }
+    run_rows(rows);
+    drop(keep);
 }
