@@ -14,8 +14,8 @@
 use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, scheduled_no_status, Rep};
 use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
 use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
-use e2e::fuse::{bindfs, kill_daemon, processes_with, stop_daemon};
-use e2e::{bin, need_root, need_tool, Cmd, KubeletTree, Ns, Output};
+use e2e::fuse::processes_with;
+use e2e::{bin, Cmd, KubeletTree, Output};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -768,4 +768,205 @@ fn file_faults_every_node_check() {
     }
     run_rows(rows);
     drop(keep);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile names, the clock jumping, /dev/kmsg without permission
+
+const EVIL: &str = "evil|name \"q\" 'x'\nnext\u{1b}[31m\u{7f}end";
+
+#[test]
+fn hostile_names_clock_and_kmsg_permission() {
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut rows = Vec::new();
+    let now = e2e::logs::now_secs();
+
+    // Pods with hostile names (JSON strings may carry newlines, pipes, escapes).
+    let pods = write(
+        dp,
+        "evil-pods.json",
+        serde_json::to_vec(&kubectl_list(vec![
+            scheduled_no_status(EVIL, EVIL, NODE, 3600),
+            jiva_replica(EVIL, 0, NODE, 86400, Rep::Healthy),
+        ]))
+        .unwrap(),
+    );
+    rows.push(
+        row(
+            "stuck_scheduled hostile pod names",
+            "check_stuck_scheduled",
+            "STUCK_SCHEDULED",
+        )
+        .args(["--node", NODE, "--pods-json"])
+        .arg(s(&pods))
+        .expect(2, &["stuck after scheduling"]),
+    );
+    rows.push(
+        row(
+            "jiva hostile PV names",
+            "check_jiva_rep_crashloop",
+            "JIVA_REP_CRASHLOOP",
+        )
+        .arg("--pods-json")
+        .arg(s(&pods))
+        .expect(0, &["healthy"]),
+    );
+    // The clock jumping: pods created tomorrow.
+    let future = write(
+        dp,
+        "future-pods.json",
+        serde_json::to_vec(&kubectl_list(vec![
+            scheduled_no_status("media", "from-tomorrow", NODE, -86400),
+            jiva_replica("pvc-future", 0, NODE, -86400, Rep::Healthy),
+        ]))
+        .unwrap(),
+    );
+    for (b, n) in [
+        ("check_stuck_scheduled", "STUCK_SCHEDULED"),
+        ("check_jiva_rep_crashloop", "JIVA_REP_CRASHLOOP"),
+    ] {
+        let mut r = row(format!("{b} pods created tomorrow"), b, n)
+            .args(["--node", NODE, "--pods-json"])
+            .arg(s(&future))
+            .expect(
+                0,
+                &[if b == "check_stuck_scheduled" {
+                    "no pod stuck"
+                } else {
+                    "healthy"
+                }],
+            );
+        if b == "check_jiva_rep_crashloop" {
+            r.args.drain(0..2);
+        }
+        r.no_negative = true;
+        rows.push(r);
+    }
+    // Mount paths with escapes (\040 space, \012 newline, \174 '|', \377 non-UTF-8) mounted ro.
+    let tree = KubeletTree::new(&dp.join("k"));
+    let evil_dir = format!(
+        "{}/pods/u-evil/volumes/kubernetes.io~csi/pvc-a\\174b\\040c\\012d\\377\\042q/mount",
+        tree.root.display()
+    );
+    let mi = write(
+        dp,
+        "evil-mountinfo",
+        format!("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n40 1 8:48 / {evil_dir} rw,relatime - ext4 /dev/sdd ro\n"),
+    );
+    rows.push(
+        row(
+            "ro_pvc hostile mount path",
+            "check_ro_pvc_mounts",
+            "RO_PVC_MOUNTS",
+        )
+        .args(["--mountinfo"])
+        .arg(s(&mi))
+        .args(["--sys", "/nonexistent-sys", "--kubelet-root"])
+        .arg(s(&tree.root))
+        .expect(2, &["read-only"]),
+    );
+    rows.push(
+        row(
+            "stale_csi hostile mount path",
+            "check_stale_csi_mounts",
+            "STALE_CSI_MOUNTS",
+        )
+        .args(["--mountinfo"])
+        .arg(s(&mi))
+        .args(["--node", NODE, "--pods-json"])
+        .arg(s(&pods))
+        .arg("--pvs-json")
+        .arg(s(&write(
+            dp,
+            "pvs.json",
+            serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+        )))
+        .arg("--kubelet-root")
+        .arg(s(&tree.root))
+        .expect(2, &["orphaned"]),
+    );
+    // Kubelet log lines: hostile PV name with non-UTF-8 bytes; lines dated tomorrow.
+    let mut log = Vec::new();
+    log.extend_from_slice(e2e::logs::klog_header(now - 30).as_bytes());
+    log.extend_from_slice(
+        e2e::logs::nested_op_msg(now - 30, "csi.example.com", "pvc-a|b q", "u-1", 4000, "x")
+            .as_bytes(),
+    );
+    log.extend_from_slice(b" \xff\xfe bytes\n");
+    let evil_log = write(dp, "evil.log", &log);
+    let future_log = write(
+        dp,
+        "future.log",
+        format!(
+            "{}{}\n",
+            e2e::logs::klog_header(now + 86400),
+            e2e::logs::nested_op_msg(now + 86400, "csi.example.com", "pvc-f", "u-2", 4000, "x")
+        ),
+    );
+    for (label, p, future) in [
+        ("hostile", &evil_log, false),
+        ("dated tomorrow", &future_log, true),
+    ] {
+        let mut r = row(
+            format!("kubelet_nested_ops log {label}"),
+            "check_kubelet_nested_ops",
+            "KUBELET_NESTED_OPS",
+        )
+        .args(["--journalctl", "/nonexistent/journalctl", "--log-file"])
+        .arg(s(p))
+        .expect(
+            if future { 0 } else { 1 },
+            &[if future {
+                "no failed volume operations"
+            } else {
+                "failing operations"
+            }],
+        );
+        r.no_negative = future;
+        rows.push(r);
+    }
+    // Kernel log records with hostile device names and invalid UTF-8.
+    let kmsg = write(
+        dp,
+        "evil-kmsg",
+        b"3,1,1000,-;EXT4-fs (sd|x \"q\"\xff): Remounting filesystem read-only\n".to_vec(),
+    );
+    rows.push(
+        row(
+            "kernel_errors hostile record",
+            "check_storage_kernel_errors",
+            "STORAGE_KERNEL_ERRORS",
+        )
+        .arg("--kmsg")
+        .arg(s(&kmsg))
+        .args([
+            "--window",
+            "0",
+            "--sys",
+            "/nonexistent-sys",
+            "--kubelet-root",
+            "/nonexistent",
+        ])
+        .arg("--mountinfo")
+        .arg(s(&mi))
+        .expect(0, &["records read"]),
+    );
+    // /dev/kmsg without CAP_SYSLOG (kernel.dmesg_restrict=1 here).
+    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap_or_default();
+    if e2e::is_root() && restrict.trim() == "1" {
+        let mut r = row(
+            "kernel_errors /dev/kmsg as nobody",
+            "check_storage_kernel_errors",
+            "STORAGE_KERNEL_ERRORS",
+        )
+        .args(["--kmsg", "/dev/kmsg"])
+        .expect(3, &["CAP_SYSLOG"])
+        .nobody();
+        r.marker = Some(marker(&r.label));
+        rows.push(r);
+    } else {
+        println!("kmsg permission row: skipped: needs root and kernel.dmesg_restrict=1");
+    }
+    run_rows(rows);
 }
