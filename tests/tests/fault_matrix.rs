@@ -930,7 +930,7 @@ fn hostile_names_clock_and_kmsg_permission() {
     let kmsg = write(
         dp,
         "evil-kmsg",
-        b"3,1,1000,-;EXT4-fs (sd|x \"q\"\xff): Remounting filesystem read-only\n".to_vec(),
+        b"3,1,1000,-;EXT4-fs (sd|x \"q\"\xff): Remounting filesystem read-only\n",
     );
     rows.push(
         row(
