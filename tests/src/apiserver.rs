@@ -170,6 +170,17 @@ impl Pki {
 
     /// A leaf certificate and its PKCS#8 key (PEM) signed by this CA.
     fn leaf(&self, cn: &str, sans: &[&str], client: bool) -> (String, String, Vec<u8>) {
+        self.leaf_valid(cn, sans, client, false)
+    }
+
+    /// Like `leaf`; `expired` makes it valid only during 2020.
+    fn leaf_valid(
+        &self,
+        cn: &str,
+        sans: &[&str],
+        client: bool,
+        expired: bool,
+    ) -> (String, String, Vec<u8>) {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut p =
             rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
@@ -180,6 +191,10 @@ impl Pki {
         } else {
             rcgen::ExtendedKeyUsagePurpose::ServerAuth
         }];
+        if expired {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
         let cert = p.signed_by(&key, &self.issuer).unwrap();
         (cert.pem(), key.serialize_pem(), cert.der().to_vec())
     }
@@ -198,6 +213,8 @@ pub enum KubeAuth {
     CertFiles(String),
     /// A client certificate from a CA the server does not trust.
     CertUntrusted,
+    /// A client certificate for this user signed by the server's CA but expired (not_after in 2021).
+    CertExpired(String),
     /// An exec credential plugin (unsupported by the checks).
     Exec,
     /// No user credentials.
@@ -576,6 +593,16 @@ impl ApiServer {
             KubeAuth::CertUntrusted => {
                 let other = Pki::new("rogue-ca");
                 let (c, k, _) = other.leaf("intruder", &[], true);
+                format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(c.as_bytes()), b64(k.as_bytes()))
+            }
+            KubeAuth::CertExpired(u) => {
+                let (c, k, der) = self.pki.leaf_valid(
+                    &u,
+                    &[],
+                    true,
+                    true,
+                );
+                self.shared.certs.write().unwrap().push((der, u));
                 format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(c.as_bytes()), b64(k.as_bytes()))
             }
             KubeAuth::Exec => "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: aws\n      args: [eks, get-token]\n".to_string(),

@@ -1,0 +1,972 @@
+//! The fault matrix (issue 10): every check × every fault it can meet, one table per fault family,
+//! the same invariants asserted for every row:
+//!
+//! - exit code in 0..3, first line `NAME STATUS - summary` with the expected status and a phrase an
+//!   operator understands;
+//! - output safety: at most one `|`, only on the first line, no control characters, first line
+//!   ≤ 1024 bytes, perfdata labels `^[a-z0-9_]+$` (hostile names rows exist to break this);
+//! - no secret (the test token, the client key) in stdout or stderr, at -v, -vv and -vvv in turn;
+//! - finished within `-t` plus a generous margin (a correctness bound, not a benchmark);
+//! - no leftover process whose command line holds the row's unique marker.
+//!
+//! Every row runs the RELEASE binary. Failures are collected so one run reports every broken row.
+
+use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, scheduled_no_status, Rep};
+use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
+use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::fuse::processes_with;
+use e2e::{bin, Cmd, KubeletTree, Output};
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The -t of every row.
+const T: u64 = 3;
+/// Margin over -t (process start, TLS, the renderer): generous on a shared 2-core machine.
+const MARGIN: Duration = Duration::from_secs(3);
+/// The bearer token of every kubeconfig: must never appear in any output.
+const TOKEN: &str = "fm-S3cret-T0ken-7d41c9e2b5";
+const NODE: &str = "fm-node-1";
+
+/// One row of the matrix.
+struct Row {
+    label: String,
+    bin: &'static str,
+    name: &'static str,
+    args: Vec<OsString>,
+    /// Run as nobody (uid/gid 65534, no groups) through setpriv.
+    nobody: bool,
+    /// Run inside this mount namespace (holder pid).
+    ns: Option<u32>,
+    want: i32,
+    /// Phrases the first line must contain (case-insensitive).
+    phrases: Vec<&'static str>,
+    /// Extra secrets to grep for besides TOKEN.
+    secrets: Vec<String>,
+    /// Processes of ours that may match the marker (FUSE daemons).
+    own_pids: Vec<i32>,
+    /// Perfdata values must not be negative (clock rows).
+    no_negative: bool,
+    /// What leftover processes would carry on their command line (default: the longest temp
+    /// path among the arguments).
+    marker: Option<String>,
+}
+
+fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
+    Row {
+        label: label.into(),
+        bin,
+        name,
+        args: Vec::new(),
+        nobody: false,
+        ns: None,
+        want: 3,
+        phrases: Vec::new(),
+        secrets: Vec::new(),
+        own_pids: Vec::new(),
+        no_negative: false,
+        marker: None,
+    }
+}
+
+impl Row {
+    fn arg(mut self, a: impl Into<OsString>) -> Row {
+        self.args.push(a.into());
+        self
+    }
+    fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, a: I) -> Row {
+        self.args.extend(a.into_iter().map(Into::into));
+        self
+    }
+    fn expect(mut self, code: i32, phrases: &[&'static str]) -> Row {
+        self.want = code;
+        self.phrases = phrases.to_vec();
+        self
+    }
+    fn nobody(mut self) -> Row {
+        self.nobody = true;
+        self
+    }
+}
+
+fn s(p: &Path) -> OsString {
+    p.as_os_str().to_owned()
+}
+
+/// The checks' verbosity cycles through -v, -vv, -vvv so the secret grep covers every level.
+fn verbosity(i: usize) -> &'static str {
+    ["-v", "-vv", "-vvv"][i % 3]
+}
+
+fn marker(label: &str) -> String {
+    let clean: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("fm-marker-{}-{clean}", std::process::id())
+}
+
+fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
+    // The row's unique marker: a path in its arguments (per-row temp files, kubeconfigs).
+    let mark = r.marker.clone().unwrap_or_else(|| {
+        r.args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .filter(|a| a.contains("/tmp/"))
+            .max_by_key(|a| a.len())
+            .unwrap_or_else(|| marker(&r.label))
+    });
+    let b = bin(r.bin);
+    let mut cmd = match (r.ns, r.nobody) {
+        (Some(pid), _) => Cmd::new("nsenter")
+            .args(["-t", &pid.to_string(), "-m", "--"])
+            .arg(&b),
+        (None, true) => Cmd::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&b),
+        (None, false) => Cmd::new(&b),
+    };
+    cmd = cmd
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .args(["-t", &T.to_string(), verbosity(i)])
+        .args(&r.args);
+    let out = cmd.run();
+    let mut errs = Vec::new();
+    let first = out.first_line().to_string();
+    let all = format!("{}{}", out.stdout, out.stderr);
+    if !(0..=3).contains(&out.code) {
+        errs.push(format!("exit code {} outside 0..3", out.code));
+    }
+    let want = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+        .get(r.want as usize)
+        .copied()
+        .unwrap_or("?");
+    if r.want < 0 {
+        // Not pinned: the protocol still holds.
+        let w = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+            .get(out.code as usize)
+            .copied()
+            .unwrap_or("?");
+        if !first.starts_with(&format!("{} {w} - ", r.name)) {
+            errs.push(format!("first line is not {} {w} - ...", r.name));
+        }
+    } else if out.code != r.want || !first.starts_with(&format!("{} {want} - ", r.name)) {
+        errs.push(format!("want {} {want} (exit {})", r.name, r.want));
+    }
+    let low = first.to_lowercase();
+    for p in &r.phrases {
+        if !low.contains(&p.to_lowercase()) {
+            errs.push(format!("first line lacks {p:?}"));
+        }
+    }
+    // Output safety.
+    if first.len() > 1024 {
+        errs.push("first line over 1024 bytes".into());
+    }
+    if out.stdout.matches('|').count() > 1 {
+        errs.push("more than one '|'".into());
+    }
+    if out.stdout.lines().skip(1).any(|l| l.contains('|')) {
+        errs.push("'|' after the first line".into());
+    }
+    if out
+        .stdout
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        errs.push("control character in stdout".into());
+    }
+    if let Some((_, perf)) = first.split_once(" | ") {
+        for item in perf.split(' ').filter(|x| !x.is_empty()) {
+            let (l, rest) = item.split_once('=').unwrap_or((item, ""));
+            let l = l.trim_matches('\'');
+            if l.is_empty()
+                || !l
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+            {
+                errs.push(format!("perfdata label {l:?}"));
+            }
+            if r.no_negative && rest.starts_with('-') {
+                errs.push(format!("negative perfdata {item:?}"));
+            }
+        }
+    }
+    // Secrets.
+    for sec in std::iter::once(TOKEN.to_string()).chain(r.secrets.iter().cloned()) {
+        if all.contains(&sec) {
+            errs.push(format!("secret {sec:.12}… in the output"));
+        }
+    }
+    if out.elapsed > Duration::from_secs(T) + MARGIN {
+        errs.push(format!("took {:?}, over -t {T}s + {MARGIN:?}", out.elapsed));
+    }
+    let left: Vec<i32> = processes_with(&mark)
+        .into_iter()
+        .filter(|p| !r.own_pids.contains(p))
+        .collect();
+    if !left.is_empty() {
+        errs.push(format!("leftover processes {left:?}"));
+    }
+    (out, errs)
+}
+
+/// Run every row, print the table, fail listing every broken row.
+fn run_rows(rows: Vec<Row>) {
+    let mut failed = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let (out, errs) = exec(r, i);
+        println!(
+            "{:<60} exit {} {:>6.2}s  {}",
+            r.label,
+            out.code,
+            out.elapsed.as_secs_f64(),
+            out.first_line()
+        );
+        if !errs.is_empty() {
+            failed.push(format!(
+                "{}: {}\n    stdout: {:?}\n    stderr: {:?}",
+                r.label,
+                errs.join("; "),
+                out.stdout,
+                out.stderr
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} rows broken:\n{}",
+        failed.len(),
+        rows.len(),
+        failed.join("\n")
+    );
+}
+
+/// A directory every user may traverse (tempdirs are 0700; the nobody rows need to get in).
+fn open_tempdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&p, data).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// API faults
+
+#[derive(Clone, Copy, Debug)]
+enum ApiFault {
+    Refused,
+    Slow,
+    Http(u16),
+    Truncated,
+    Garbage,
+    Dropped,
+    WrongCa,
+    ExpiredCert,
+}
+
+const API_FAULTS: &[(ApiFault, i32, &str)] = &[
+    (ApiFault::Refused, 3, "refused"),
+    (ApiFault::Slow, 3, "timed out"),
+    (ApiFault::Http(401), 3, "401"),
+    (ApiFault::Http(403), 3, "403"),
+    (ApiFault::Http(404), 3, "404"),
+    (ApiFault::Http(500), 3, "500"),
+    (ApiFault::Truncated, 3, ""),
+    (ApiFault::Garbage, 3, ""),
+    (ApiFault::Dropped, 3, ""),
+    (ApiFault::WrongCa, 3, "certificate"),
+    (ApiFault::ExpiredCert, 3, ""),
+];
+
+/// A kubeconfig for `srv` with the fault applied (server side faults are armed on `srv`), and
+/// the extra secrets it holds (the client key).
+fn faulty_kubeconfig(srv: &ApiServer, f: ApiFault) -> (PathBuf, Vec<String>) {
+    srv.heal();
+    let tok = || KubeAuth::Token(TOKEN.into());
+    match f {
+        ApiFault::Refused => (
+            srv.kubeconfig_for(&format!("https://{}", unused_addr()), KubeCa::Inline, tok()),
+            vec![],
+        ),
+        ApiFault::WrongCa => (srv.kubeconfig(KubeCa::Wrong, tok()), vec![]),
+        ApiFault::ExpiredCert => {
+            let kc = srv.kubeconfig(KubeCa::Inline, KubeAuth::CertExpired("fm-expired".into()));
+            // The base64 of the key is inline: its middle is a distinctive secret.
+            let text = std::fs::read_to_string(&kc).unwrap();
+            let key = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("client-key-data: "))
+                .unwrap()
+                .to_string();
+            let mid = key[key.len() / 2..key.len() / 2 + 40].to_string();
+            (kc, vec![mid])
+        }
+        other => {
+            let kc = srv.kubeconfig(KubeCa::Inline, tok());
+            srv.fail(match other {
+                ApiFault::Slow => Fault::Slow(Duration::from_secs(T + 4)),
+                ApiFault::Http(c) => Fault::Http(c),
+                ApiFault::Truncated => Fault::Truncated,
+                ApiFault::Garbage => Fault::Garbage,
+                ApiFault::Dropped => Fault::Drop,
+                _ => unreachable!(),
+            });
+            (kc, vec![])
+        }
+    }
+}
+
+/// Runs the API fault rows of one check: `setup` fills the server, `base` gives the arguments
+/// besides --kubeconfig.
+fn api_rows(
+    bin: &'static str,
+    name: &'static str,
+    srv: &ApiServer,
+    base: &[OsString],
+    overrides: &[(&str, i32, &'static str)],
+) {
+    let mut failed = Vec::new();
+    for (i, &(f, want, phrase)) in API_FAULTS.iter().enumerate() {
+        let label = format!("{bin} api {f:?}");
+        let (kc, secrets) = faulty_kubeconfig(srv, f);
+        let fname = format!("{f:?}");
+        let (want, phrase) = overrides
+            .iter()
+            .find(|(n, _, _)| *n == fname)
+            .map(|&(_, w, p)| (w, p))
+            .unwrap_or((want, phrase));
+        let mut r = row(label, bin, name)
+            .arg("--kubeconfig")
+            .arg(s(&kc))
+            .args(base.iter().cloned());
+        r.want = want;
+        if !phrase.is_empty() {
+            r.phrases = vec![phrase];
+        }
+        r.secrets = secrets;
+        let (out, errs) = exec(&r, i);
+        println!(
+            "{:<60} exit {} {:>6.2}s  {}",
+            r.label,
+            out.code,
+            out.elapsed.as_secs_f64(),
+            out.first_line()
+        );
+        if !errs.is_empty() {
+            failed.push(format!(
+                "{}: {}\n    stdout: {:?}\n    stderr: {:?}",
+                r.label,
+                errs.join("; "),
+                out.stdout,
+                out.stderr
+            ));
+        }
+    }
+    srv.heal();
+    assert!(failed.is_empty(), "broken rows:\n{}", failed.join("\n"));
+}
+
+#[test]
+fn api_faults_stuck_scheduled() {
+    let srv = ApiServer::start();
+    srv.set("pods", vec![running("media", "radarr-0", NODE, 86400)]);
+    api_rows(
+        "check_stuck_scheduled",
+        "STUCK_SCHEDULED",
+        &srv,
+        &["--node".into(), NODE.into()],
+        &[],
+    );
+}
+
+#[test]
+fn api_faults_jiva_rep_crashloop() {
+    let srv = ApiServer::start();
+    srv.set(
+        "pods",
+        vec![jiva_replica("pvc-fm1", 0, "k8s01", 86400, Rep::Healthy)],
+    );
+    api_rows(
+        "check_jiva_rep_crashloop",
+        "JIVA_REP_CRASHLOOP",
+        &srv,
+        &[],
+        &[],
+    );
+}
+
+#[test]
+fn api_faults_watch_cache() {
+    let srv = ApiServer::start();
+    let store = ConfigMapStore::new();
+    store.put(
+        "kube-system",
+        "k8s-storage-checks-canary",
+        serde_json::json!({"purpose": "canary"}),
+    );
+    srv.configmaps(&store, CacheMode::Healthy);
+    api_rows(
+        "check_watch_cache",
+        "WATCH_CACHE",
+        &srv,
+        &["--deadline".into(), "1s".into()],
+        &[("Http(404)", 3, "does not exist")],
+    );
+}
+
+#[test]
+fn api_faults_stale_csi_mounts() {
+    // A pod volume mount in a mountinfo file: deciding whether it is stale needs the API.
+    let d = open_tempdir();
+    let tree = KubeletTree::new(d.path());
+    let mp = tree.pod_csi_mount("u-fm-1", "pvc-fm1", "csi.example.com");
+    let mi = write(
+        d.path(),
+        "mountinfo",
+        format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n{}",
+            e2e::sysfs::mountinfo_line(30, "8:32", &mp, "sdc", "rw")
+        ),
+    );
+    let srv = ApiServer::start();
+    srv.set("pods", vec![running("media", "radarr-0", NODE, 86400)]);
+    srv.set("persistentvolumes", vec![]);
+    api_rows(
+        "check_stale_csi_mounts",
+        "STALE_CSI_MOUNTS",
+        &srv,
+        &[
+            "--node".into(),
+            NODE.into(),
+            "--mountinfo".into(),
+            s(&mi),
+            "--kubelet-root".into(),
+            s(&tree.root),
+        ],
+        &[],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// File and directory inputs
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FileFault {
+    Missing,
+    /// Mode 0600 owned by root, the check run as nobody.
+    Unreadable,
+    Empty,
+    /// The good content cut in the middle of a line / record.
+    Truncated,
+    /// A 200 MB sparse file (NUL bytes, no newline).
+    Huge,
+    /// The good content with invalid UTF-8 bytes inside every line.
+    NonUtf8,
+}
+
+const FILE_FAULTS: &[FileFault] = &[
+    FileFault::Missing,
+    FileFault::Unreadable,
+    FileFault::Empty,
+    FileFault::Truncated,
+    FileFault::Huge,
+    FileFault::NonUtf8,
+];
+
+/// The faulty version of `good` at `dir/name`.
+fn faulty_file(dir: &Path, name: &str, good: &[u8], f: FileFault) -> PathBuf {
+    let p = dir.join(name);
+    match f {
+        FileFault::Missing => {}
+        FileFault::Unreadable => {
+            std::fs::write(&p, good).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        FileFault::Empty => {
+            write(dir, name, b"");
+        }
+        FileFault::Truncated => {
+            write(dir, name, &good[..good.len() / 2]);
+        }
+        FileFault::Huge => {
+            let fh = std::fs::File::create(&p).unwrap();
+            fh.set_len(200 << 20).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        FileFault::NonUtf8 => {
+            let mut v = Vec::new();
+            for l in good.split_inclusive(|&b| b == b'\n') {
+                let mid = l.len() / 2;
+                v.extend_from_slice(&l[..mid]);
+                v.extend_from_slice(b"\xff\xfe\xc3\x28");
+                v.extend_from_slice(&l[mid..]);
+            }
+            write(dir, name, v);
+        }
+    }
+    p
+}
+
+/// The inputs every node check reads, good versions, in one open temp dir.
+struct Inputs {
+    dir: tempfile::TempDir,
+    tree: KubeletTree,
+    files: Vec<(&'static str, &'static str, Vec<u8>)>,
+}
+
+fn good_inputs() -> Inputs {
+    let dir = open_tempdir();
+    let tree = KubeletTree::new(dir.path());
+    let mp = tree.pod_csi_mount("u-fm-1", "pvc-fm1", "csi.example.com");
+    let mi = format!(
+        "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n{}",
+        e2e::sysfs::mountinfo_line(30, "8:32", &mp, "sdc", "rw")
+    );
+    let pods = kubectl_list(vec![
+        running("media", "radarr-0", NODE, 86400),
+        scheduled_no_status("media", "stuck-0", NODE, 600),
+        jiva_replica("pvc-fm1", 0, NODE, 86400, Rep::Healthy),
+    ]);
+    let pvs = kubectl_list(vec![]);
+    let now = e2e::logs::now_secs();
+    let log = format!(
+        "{}{}\n",
+        e2e::logs::klog_header(now - 60),
+        e2e::logs::nested_op_msg(
+            now - 60,
+            "csi.example.com",
+            "pvc-fm1",
+            "u-fm-1",
+            2000,
+            "rpc error: code = DeadlineExceeded"
+        )
+    );
+    let kmsg = "6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk\n SUBSYSTEM=scsi\n3,2,2000,-;Aborting journal on device sdc-8.\n";
+    std::fs::create_dir_all(dir.path().join("sys/class/iscsi_session")).unwrap();
+    Inputs {
+        files: vec![
+            ("--mountinfo", "mountinfo", mi.into_bytes()),
+            (
+                "--pods-json",
+                "pods.json",
+                serde_json::to_vec_pretty(&pods).unwrap(),
+            ),
+            (
+                "--pvs-json",
+                "pvs.json",
+                serde_json::to_vec_pretty(&pvs).unwrap(),
+            ),
+            ("--log-file", "kubelet.log", log.into_bytes()),
+            ("--kmsg", "kmsg", kmsg.as_bytes().to_vec()),
+        ],
+        dir,
+        tree,
+    }
+}
+
+/// For each check: the file options it reads and its directory options.
+const NODE_CHECKS: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "check_ro_pvc_mounts",
+        "RO_PVC_MOUNTS",
+        &["--mountinfo"],
+        &["--sys", "--kubelet-root"],
+    ),
+    (
+        "check_stale_csi_mounts",
+        "STALE_CSI_MOUNTS",
+        &["--mountinfo", "--pods-json", "--pvs-json"],
+        &["--kubelet-root"],
+    ),
+    (
+        "check_kubelet_nested_ops",
+        "KUBELET_NESTED_OPS",
+        &["--log-file"],
+        &["--state-dir"],
+    ),
+    (
+        "check_storage_kernel_errors",
+        "STORAGE_KERNEL_ERRORS",
+        &["--kmsg", "--mountinfo"],
+        &["--sys", "--kubelet-root", "--state-dir"],
+    ),
+    (
+        "check_iscsi_sessions",
+        "ISCSI_SESSIONS",
+        &["--mountinfo"],
+        &["--sys", "--kubelet-root"],
+    ),
+    (
+        "check_stuck_scheduled",
+        "STUCK_SCHEDULED",
+        &["--pods-json"],
+        &[],
+    ),
+    (
+        "check_jiva_rep_crashloop",
+        "JIVA_REP_CRASHLOOP",
+        &["--pods-json"],
+        &[],
+    ),
+];
+
+/// The full argument list of a check over `inp`, with `replace` = (option, path) swapped in.
+fn node_args(bin: &str, inp: &Inputs, replace: Option<(&str, &Path)>) -> Vec<OsString> {
+    let (_, _, files, dirs) = NODE_CHECKS.iter().find(|c| c.0 == bin).unwrap();
+    let mut v: Vec<OsString> = Vec::new();
+    let d = inp.dir.path();
+    for o in files.iter().chain(dirs.iter()) {
+        let good = match *o {
+            "--sys" => d.join("sys"),
+            "--kubelet-root" => inp.tree.root.clone(),
+            "--state-dir" => d.join("state"),
+            _ => {
+                let (_, name, data) = inp.files.iter().find(|f| f.0 == *o).unwrap();
+                write(d, name, data)
+            }
+        };
+        let p = match replace {
+            Some((ro, rp)) if ro == *o => rp.to_path_buf(),
+            _ => good,
+        };
+        v.push((*o).into());
+        v.push(p.into_os_string());
+    }
+    match bin {
+        "check_stale_csi_mounts" | "check_stuck_scheduled" => {
+            v.extend(["--node".into(), NODE.into()]);
+        }
+        "check_kubelet_nested_ops" => {
+            // No journal: the log file only.
+            v.extend(["--journalctl".into(), "/nonexistent/journalctl".into()]);
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Expected (exit code, phrase) of a file/dir fault row. A fault in a required input is a clear
+/// UNKNOWN naming it; auxiliary inputs (kernel_errors' device-to-PV mapping, ro_pvc's block-device
+/// flags, state directories) degrade to a correct answer from the main input.
+fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
+    let kernel_aux = bin == "check_storage_kernel_errors" && opt != "--kmsg";
+    match (bin, opt, f) {
+        _ if kernel_aux => (0, "no storage errors"),
+        (_, "--state-dir", _) => (1, "failing operations"),
+        ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystems writable"),
+        ("check_ro_pvc_mounts", "--kubelet-root", "dirMissing" | "dirEmpty") => (0, "no PV mounts"),
+        ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
+        // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
+        ("check_iscsi_sessions", "--kubelet-root" | "--mountinfo", _) => (0, "no iSCSI sessions"),
+        (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),
+        (_, _, "Unreadable" | "dirUnreadable") => (3, "Permission denied (EACCES)"),
+        ("check_iscsi_sessions", "--sys", "dirEmpty") => (3, "not a sysfs"),
+        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
+        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
+        ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystems writable"),
+        ("check_stale_csi_mounts", "--mountinfo", "NonUtf8") => (0, "no CSI mounts"),
+        (_, "--mountinfo", "Empty") => (3, "is empty: not a mount table"),
+        (_, "--mountinfo", _) => (3, "garbled mount table"),
+        (_, "--pods-json" | "--pvs-json", "Empty" | "Truncated") => (3, "JSON"),
+        (_, "--pods-json" | "--pvs-json", _) => (3, "JSON"),
+        _ => (-1, ""),
+    }
+}
+
+#[test]
+fn file_faults_every_node_check() {
+    let mut rows = Vec::new();
+    let mut keep = Vec::new();
+    for &(bin, name, files, dirs) in NODE_CHECKS {
+        for &opt in files.iter() {
+            for &f in FILE_FAULTS {
+                let inp = good_inputs();
+                let good = &inp.files.iter().find(|x| x.0 == opt).unwrap().2;
+                let p = faulty_file(
+                    inp.dir.path(),
+                    &format!("faulty{}", opt.replace('-', "_")),
+                    good,
+                    f,
+                );
+                let (want, phrase) = expect_file(bin, opt, &format!("{f:?}"));
+                let mut r = row(format!("{bin} {opt} {f:?}"), bin, name).args(node_args(
+                    bin,
+                    &inp,
+                    Some((opt, &p)),
+                ));
+                r.want = want;
+                if !phrase.is_empty() {
+                    r.phrases = vec![phrase];
+                }
+                r.nobody = f == FileFault::Unreadable;
+                r.marker = Some(p.to_string_lossy().into_owned());
+                rows.push(r);
+                keep.push(inp);
+            }
+        }
+        for &opt in dirs.iter() {
+            for f in ["Missing", "Unreadable", "Empty"] {
+                let inp = good_inputs();
+                let p = inp
+                    .dir
+                    .path()
+                    .join(format!("faultydir{}", opt.replace('-', "_")));
+                match f {
+                    "Missing" => {}
+                    "Unreadable" => {
+                        std::fs::create_dir(&p).unwrap();
+                        std::fs::write(p.join("x"), "x").unwrap();
+                        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
+                            .unwrap();
+                    }
+                    _ => std::fs::create_dir(&p).unwrap(),
+                }
+                let (want, phrase) = expect_file(bin, opt, &format!("dir{f}"));
+                let mut r = row(format!("{bin} {opt} dir {f}"), bin, name).args(node_args(
+                    bin,
+                    &inp,
+                    Some((opt, &p)),
+                ));
+                r.want = want;
+                if !phrase.is_empty() {
+                    r.phrases = vec![phrase];
+                }
+                r.nobody = f == "Unreadable";
+                r.marker = Some(p.to_string_lossy().into_owned());
+                rows.push(r);
+                keep.push(inp);
+            }
+        }
+        // A kubelet root that does not exist.
+        if dirs.contains(&"--kubelet-root") {
+            let inp = good_inputs();
+            let p = PathBuf::from("/nonexistent");
+            let mut r = row(format!("{bin} --kubelet-root /nonexistent"), bin, name)
+                .args(node_args(bin, &inp, Some(("--kubelet-root", &p))));
+            (r.want, r.phrases) = match bin {
+                "check_ro_pvc_mounts" => (0, vec!["no PV mounts"]),
+                "check_storage_kernel_errors" => (0, vec!["no storage errors"]),
+                "check_iscsi_sessions" => (0, vec!["no iSCSI sessions"]),
+                _ => (3, vec!["--kubelet-root /nonexistent"]),
+            };
+            rows.push(r);
+            keep.push(inp);
+        }
+    }
+    run_rows(rows);
+    drop(keep);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile names, the clock jumping, /dev/kmsg without permission
+
+const EVIL: &str = "evil|name \"q\" 'x'\nnext\u{1b}[31m\u{7f}end";
+
+#[test]
+fn hostile_names_clock_and_kmsg_permission() {
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut rows = Vec::new();
+    let now = e2e::logs::now_secs();
+
+    // Pods with hostile names (JSON strings may carry newlines, pipes, escapes).
+    let pods = write(
+        dp,
+        "evil-pods.json",
+        serde_json::to_vec(&kubectl_list(vec![
+            scheduled_no_status(EVIL, EVIL, NODE, 3600),
+            jiva_replica(EVIL, 0, NODE, 86400, Rep::Healthy),
+        ]))
+        .unwrap(),
+    );
+    rows.push(
+        row(
+            "stuck_scheduled hostile pod names",
+            "check_stuck_scheduled",
+            "STUCK_SCHEDULED",
+        )
+        .args(["--node", NODE, "--pods-json"])
+        .arg(s(&pods))
+        .expect(2, &["stuck after scheduling"]),
+    );
+    rows.push(
+        row(
+            "jiva hostile PV names",
+            "check_jiva_rep_crashloop",
+            "JIVA_REP_CRASHLOOP",
+        )
+        .arg("--pods-json")
+        .arg(s(&pods))
+        .expect(0, &["healthy"]),
+    );
+    // The clock jumping: pods created tomorrow.
+    let future = write(
+        dp,
+        "future-pods.json",
+        serde_json::to_vec(&kubectl_list(vec![
+            scheduled_no_status("media", "from-tomorrow", NODE, -86400),
+            jiva_replica("pvc-future", 0, NODE, -86400, Rep::Healthy),
+        ]))
+        .unwrap(),
+    );
+    for (b, n) in [
+        ("check_stuck_scheduled", "STUCK_SCHEDULED"),
+        ("check_jiva_rep_crashloop", "JIVA_REP_CRASHLOOP"),
+    ] {
+        let mut r = row(format!("{b} pods created tomorrow"), b, n)
+            .args(["--node", NODE, "--pods-json"])
+            .arg(s(&future))
+            .expect(
+                0,
+                &[if b == "check_stuck_scheduled" {
+                    "no pod stuck"
+                } else {
+                    "healthy"
+                }],
+            );
+        if b == "check_jiva_rep_crashloop" {
+            r.args.drain(0..2);
+        }
+        r.no_negative = true;
+        rows.push(r);
+    }
+    // Mount paths with escapes (\040 space, \012 newline, \174 '|', \377 non-UTF-8) mounted ro.
+    let tree = KubeletTree::new(&dp.join("k"));
+    let evil_dir = format!(
+        "{}/pods/u-evil/volumes/kubernetes.io~csi/pvc-a\\174b\\040c\\012d\\377\\042q/mount",
+        tree.root.display()
+    );
+    let mi = write(
+        dp,
+        "evil-mountinfo",
+        format!("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n40 1 8:48 / {evil_dir} rw,relatime - ext4 /dev/sdd ro\n"),
+    );
+    rows.push(
+        row(
+            "ro_pvc hostile mount path",
+            "check_ro_pvc_mounts",
+            "RO_PVC_MOUNTS",
+        )
+        .args(["--mountinfo"])
+        .arg(s(&mi))
+        .args(["--sys", "/nonexistent-sys", "--kubelet-root"])
+        .arg(s(&tree.root))
+        .expect(2, &["read-only"]),
+    );
+    rows.push(
+        row(
+            "stale_csi hostile mount path",
+            "check_stale_csi_mounts",
+            "STALE_CSI_MOUNTS",
+        )
+        .args(["--mountinfo"])
+        .arg(s(&mi))
+        .args(["--node", NODE, "--pods-json"])
+        .arg(s(&pods))
+        .arg("--pvs-json")
+        .arg(s(&write(
+            dp,
+            "pvs.json",
+            serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+        )))
+        .arg("--kubelet-root")
+        .arg(s(&tree.root))
+        .expect(2, &["orphaned"]),
+    );
+    // Kubelet log lines: hostile PV name with non-UTF-8 bytes; lines dated tomorrow.
+    let mut log = Vec::new();
+    log.extend_from_slice(e2e::logs::klog_header(now - 30).as_bytes());
+    log.extend_from_slice(
+        e2e::logs::nested_op_msg(now - 30, "csi.example.com", "pvc-a|b q", "u-1", 4000, "x")
+            .as_bytes(),
+    );
+    log.extend_from_slice(b" \xff\xfe bytes\n");
+    let evil_log = write(dp, "evil.log", &log);
+    let future_log = write(
+        dp,
+        "future.log",
+        format!(
+            "{}{}\n",
+            e2e::logs::klog_header(now + 86400),
+            e2e::logs::nested_op_msg(now + 86400, "csi.example.com", "pvc-f", "u-2", 4000, "x")
+        ),
+    );
+    for (label, p, future) in [
+        ("hostile", &evil_log, false),
+        ("dated tomorrow", &future_log, true),
+    ] {
+        let mut r = row(
+            format!("kubelet_nested_ops log {label}"),
+            "check_kubelet_nested_ops",
+            "KUBELET_NESTED_OPS",
+        )
+        .args(["--journalctl", "/nonexistent/journalctl", "--log-file"])
+        .arg(s(p))
+        .expect(
+            if future { 0 } else { 1 },
+            &[if future {
+                "no failed volume operations"
+            } else {
+                "failing operations"
+            }],
+        );
+        r.no_negative = future;
+        rows.push(r);
+    }
+    // Kernel log records with hostile device names and invalid UTF-8.
+    let kmsg = write(
+        dp,
+        "evil-kmsg",
+        b"3,1,1000,-;EXT4-fs (sd|x \"q\"\xff): Remounting filesystem read-only\n",
+    );
+    rows.push(
+        row(
+            "kernel_errors hostile record",
+            "check_storage_kernel_errors",
+            "STORAGE_KERNEL_ERRORS",
+        )
+        .arg("--kmsg")
+        .arg(s(&kmsg))
+        .args([
+            "--window",
+            "0",
+            "--sys",
+            "/nonexistent-sys",
+            "--kubelet-root",
+            "/nonexistent",
+        ])
+        .arg("--mountinfo")
+        .arg(s(&mi))
+        .expect(0, &["records read"]),
+    );
+    // /dev/kmsg without CAP_SYSLOG (kernel.dmesg_restrict=1 here).
+    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap_or_default();
+    if e2e::is_root() && restrict.trim() == "1" {
+        let mut r = row(
+            "kernel_errors /dev/kmsg as nobody",
+            "check_storage_kernel_errors",
+            "STORAGE_KERNEL_ERRORS",
+        )
+        .args(["--kmsg", "/dev/kmsg"])
+        .expect(3, &["CAP_SYSLOG"])
+        .nobody();
+        r.marker = Some(marker(&r.label));
+        rows.push(r);
+    } else {
+        println!("kmsg permission row: skipped: needs root and kernel.dmesg_restrict=1");
+    }
+    run_rows(rows);
+}
