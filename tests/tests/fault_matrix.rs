@@ -667,7 +667,10 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         _ if kernel_aux => (0, "no storage errors"),
         (_, "--state-dir", _) => (1, "failing operations"),
         ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystems writable"),
-        ("check_ro_pvc_mounts", "--kubelet-root", "dirMissing" | "dirEmpty") => (0, "no PV mounts"),
+        ("check_ro_pvc_mounts", "--kubelet-root", "dirMissing") => {
+            (3, "no such directory on this node")
+        }
+        ("check_ro_pvc_mounts", "--kubelet-root", "dirEmpty") => (0, "no PV mounts"),
         ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
         // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
         ("check_iscsi_sessions", "--kubelet-root" | "--mountinfo", _) => (0, "no iSCSI sessions"),
@@ -757,7 +760,9 @@ fn file_faults_every_node_check() {
             let mut r = row(format!("{bin} --kubelet-root /nonexistent"), bin, name)
                 .args(node_args(bin, &inp, Some(("--kubelet-root", &p))));
             (r.want, r.phrases) = match bin {
-                "check_ro_pvc_mounts" => (0, vec!["no PV mounts"]),
+                "check_ro_pvc_mounts" => {
+                    (3, vec!["--kubelet-root /nonexistent: no such directory"])
+                }
                 "check_storage_kernel_errors" => (0, vec!["no storage errors"]),
                 "check_iscsi_sessions" => (0, vec!["no iSCSI sessions"]),
                 _ => (3, vec!["--kubelet-root /nonexistent"]),
