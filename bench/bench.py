@@ -137,12 +137,14 @@ def mountinfo_scale(args):
 
     total = int(50_000 * args.scale)
     mi = OUT / f"mountinfo-{total}"
+    kroot = OUT / "node" / "var/lib/kubelet"
+    (kroot / "pods").mkdir(parents=True, exist_ok=True)
     if not mi.exists():
         with open(mi, "w") as f:
-            gen_mountinfo.main(total, total // 5, f)
+            gen_mountinfo.main(total, total // 5, f, str(kroot))
     s = Scenario("mountinfo", f"check_ro_pvc_mounts on a mountinfo of {total} mounts ({total // 5} PV mounts)", "≤ 3× grep -c")
     s.add("grep -c kubelet", ["grep", "-c", "kubelet", str(mi)], reference=True)
-    s.add("check_ro_pvc_mounts", check("check_ro_pvc_mounts", "--mountinfo", str(mi), "--kubelet-root", "/var/lib/kubelet", "-t", "60"))
+    s.add("check_ro_pvc_mounts", check("check_ro_pvc_mounts", "--mountinfo", str(mi), "--kubelet-root", str(kroot), "--no-names", "-t", "60"))
     return s
 
 

@@ -4,9 +4,8 @@ of ext4/xfs volumes under /var/lib/kubelet), the rest container overlays, tmpfs 
 projected volumes like a busy node has. Deterministic for a given size."""
 import random, sys
 
-def main(total=50_000, pv_mounts=10_000, out=sys.stdout):
+def main(total=50_000, pv_mounts=10_000, out=sys.stdout, k="/var/lib/kubelet"):
     rnd = random.Random(42)
-    k = "/var/lib/kubelet"
     lines = ["1 0 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro"]
     mid = 2
     vols = pv_mounts // 2
