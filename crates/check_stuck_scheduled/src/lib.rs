@@ -285,24 +285,13 @@ impl Opts {
                 d.candidates.push(c);
             }
         };
-        let client = match &self.pods.pods_json {
-            Some(path) => {
-                ctx.stage(format!("reading {}", path.display()));
-                kube::load_pods_json(path, &filter, &mut take)?;
-                ctx.debug(format!("pods from {}", path.display()));
-                None
-            }
-            None => {
-                let client = kube::connect(&self.api, ctx)?;
-                ctx.stage(format!(
-                    "listing pods {} from {}",
-                    filter.describe(),
-                    client.server()
-                ));
-                client.list_pods(&filter, &mut take)?;
-                Some(client)
-            }
-        };
+        let client = kube::scan_pods(
+            self.pods.pods_json.as_deref(),
+            &self.api,
+            &filter,
+            ctx,
+            &mut take,
+        )?;
         if !self.no_events {
             let stuck = self.stuck_keys(&d, now);
             match &client {

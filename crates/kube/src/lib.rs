@@ -220,6 +220,35 @@ pub fn read_json_list<T: DeserializeOwned>(
     Ok(meta.items)
 }
 
+/// The pods a check looks at, from `--pods-json` when given, else from the API: each one that
+/// passes `filter` goes to `f`. Returns the API client when one was used (for event lookups).
+pub fn scan_pods(
+    pods_json: Option<&Path>,
+    api: &ApiArgs,
+    filter: &PodFilter,
+    ctx: &Ctx,
+    f: impl FnMut(Pod),
+) -> Result<Option<Client>, Unknown> {
+    match pods_json {
+        Some(path) => {
+            ctx.stage(format!("reading {}", path.display()));
+            load_pods_json(path, filter, f)?;
+            ctx.debug(format!("pods from {}", path.display()));
+            Ok(None)
+        }
+        None => {
+            let client = connect(api, ctx)?;
+            ctx.stage(format!(
+                "listing pods {} from {}",
+                filter.describe(),
+                client.server()
+            ));
+            client.list_pods(filter, f)?;
+            Ok(Some(client))
+        }
+    }
+}
+
 /// Pods from `--pods-json FILE|-` (`kubectl get pods -A -o json`), filtered like the API would.
 /// Returns the number of pods passed to `f`.
 pub fn load_pods_json(
