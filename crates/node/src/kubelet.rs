@@ -133,25 +133,66 @@ impl KubeletPath {
     }
 }
 
-fn comps(p: &Path) -> Vec<String> {
-    p.components()
-        .filter_map(|c| match c {
-            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect()
+/// `mount_point` relative to `root`, component-wise like [`Path::strip_prefix`]. Mount points
+/// from mountinfo are canonical (no `//`, no `.`), so a byte comparison decides when the root is
+/// canonical too; anything else takes the component-wise path.
+fn relative<'a>(mount_point: &'a Path, root: &Path) -> Option<std::borrow::Cow<'a, str>> {
+    use std::os::unix::ffi::OsStrExt;
+    let r = root.as_os_str().as_bytes();
+    let r = match r {
+        [] | [b'/'] => r,
+        [.., b'/'] => &r[..r.len() - 1],
+        _ => r,
+    };
+    let canonical = r.first() == Some(&b'/')
+        && !r.windows(2).any(|w| w == b"//")
+        && !r.split(|&b| b == b'/').any(|c| c == b"." || c == b"..");
+    let mp = mount_point.as_os_str().as_bytes();
+    let rel = if canonical {
+        let rest = mp.strip_prefix(if r == b"/" { &b""[..] } else { r })?;
+        match rest {
+            [] => rest,
+            [b'/', tail @ ..] => tail,
+            _ => return None,
+        }
+    } else {
+        mount_point.strip_prefix(root).ok()?.as_os_str().as_bytes()
+    };
+    Some(match std::str::from_utf8(rel) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(rel),
+    })
 }
 
 /// Classify a mount point. Returns `None` for mounts that are not volumes (e.g. the kubelet root
 /// itself, secrets, configmaps, emptyDirs).
 pub fn classify(mount_point: &Path, roots: &[PathBuf]) -> Option<KubeletPath> {
     for root in roots {
-        let Ok(rel) = mount_point.strip_prefix(root) else {
+        let Some(rel) = relative(mount_point, root) else {
             continue;
         };
-        let c = comps(rel);
-        let s: Vec<&str> = c.iter().map(String::as_str).collect();
-        let kind = match s.as_slice() {
+        // Volume paths are at most 7 components deep; deeper ones can only be plugin devices.
+        let mut parts = [""; 8];
+        let mut n = 0;
+        for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if n < parts.len() {
+                parts[n] = c;
+            }
+            n += 1;
+        }
+        let s = &parts[..n.min(parts.len())];
+        if n > parts.len() {
+            return match s {
+                ["plugins", "kubernetes.io", plugin, ..] if *plugin != "csi" => Some(KubeletPath {
+                    root: root.clone(),
+                    kind: Kind::PluginDevice {
+                        plugin: plugin.to_string(),
+                    },
+                }),
+                _ => None,
+            };
+        }
+        let kind = match s {
             ["pods", uid, "volumes", plugin, name]
             | ["pods", uid, "volumes", plugin, name, "mount"] => {
                 if NON_PV_PLUGINS.contains(plugin) {
@@ -286,6 +327,55 @@ mod tests {
                 plugin: "kubernetes.io~csi".into(),
                 name: "pvc-a634".into()
             })
+        );
+    }
+
+    #[test]
+    fn roots_match_component_wise_however_written() {
+        let mp = Path::new("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-x/mount");
+        for root in [
+            "/var/lib/kubelet",
+            "/var/lib/kubelet/",
+            "/var/lib//kubelet",
+            "/var/lib/./kubelet",
+        ] {
+            let k = classify(mp, &[PathBuf::from(root)]).unwrap_or_else(|| panic!("{root}"));
+            assert_eq!(k.volume_name(), Some("pvc-x"), "{root}");
+            assert_eq!(k.root, PathBuf::from(root));
+        }
+        let k = classify(
+            Path::new("/pods/u/volumes/kubernetes.io~csi/pvc-r/mount"),
+            &[PathBuf::from("/")],
+        );
+        assert_eq!(
+            k.and_then(|k| k.volume_name().map(String::from)),
+            Some("pvc-r".into())
+        );
+        // A sibling directory sharing the root's prefix is not below it.
+        assert_eq!(
+            c("/var/lib/kubelet2/pods/u/volumes/kubernetes.io~csi/pvc-x/mount"),
+            None
+        );
+        assert_eq!(c("/var/lib/kubelet"), None);
+        // Deeper than any volume path: only plugin devices go that deep.
+        assert_eq!(
+            c("/var/lib/kubelet/plugins/kubernetes.io/rbd/mounts/a/b/c/d/e/f"),
+            Some(Kind::PluginDevice {
+                plugin: "rbd".into()
+            })
+        );
+        assert_eq!(
+            c("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-x/mount/a/b/c"),
+            None
+        );
+        // Non-UTF-8 bytes survive as replacement characters.
+        use std::os::unix::ffi::OsStrExt;
+        let raw = std::ffi::OsStr::from_bytes(
+            b"/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-\xff/mount",
+        );
+        assert_eq!(
+            classify(Path::new(raw), &roots()).and_then(|k| k.volume_name().map(String::from)),
+            Some("pvc-\u{FFFD}".into())
         );
     }
 

@@ -17,29 +17,44 @@ pub struct Mount {
     /// The path inside the filesystem that is mounted here (`/` unless a bind of a subdirectory).
     pub root: String,
     pub mount_point: PathBuf,
-    /// Per-mount options (`ro` here alone = a read-only bind).
-    pub mount_options: Vec<String>,
-    pub optional: Vec<String>,
+    /// Per-mount options as written, comma-separated (`ro` here alone = a read-only bind); see
+    /// [`Mount::mount_opts`]. Kept as one string: a 50 000-line table is parsed on every run,
+    /// and one allocation per field instead of one per option is most of its cost.
+    pub mount_options: String,
+    /// The optional fields (`shared:1 master:2`), space-separated; see [`Mount::optional_fields`].
+    pub optional: String,
     pub fstype: String,
     pub source: String,
-    /// Options of the filesystem itself (the superblock).
-    pub super_options: Vec<String>,
+    /// Options of the filesystem itself (the superblock), comma-separated; see
+    /// [`Mount::super_opts`].
+    pub super_options: String,
 }
 
 impl Mount {
+    /// The per-mount options, one by one.
+    pub fn mount_opts(&self) -> impl Iterator<Item = &str> {
+        self.mount_options.split(',').filter(|o| !o.is_empty())
+    }
+    /// The superblock options, one by one.
+    pub fn super_opts(&self) -> impl Iterator<Item = &str> {
+        self.super_options.split(',').filter(|o| !o.is_empty())
+    }
+    /// The optional fields, one by one.
+    pub fn optional_fields(&self) -> impl Iterator<Item = &str> {
+        self.optional.split(' ').filter(|o| !o.is_empty())
+    }
     pub fn mount_ro(&self) -> bool {
-        self.mount_options.iter().any(|o| o == "ro")
+        self.mount_opts().any(|o| o == "ro")
     }
     pub fn super_ro(&self) -> bool {
-        self.super_options.iter().any(|o| o == "ro")
+        self.super_opts().any(|o| o == "ro")
     }
     pub fn has_super_option(&self, name: &str) -> bool {
-        self.super_options
-            .iter()
+        self.super_opts()
             .any(|o| o == name || o.split_once('=').is_some_and(|(k, _)| k == name))
     }
     pub fn super_option_value(&self, name: &str) -> Option<&str> {
-        self.super_options.iter().find_map(|o| {
+        self.super_opts().find_map(|o| {
             o.split_once('=')
                 .filter(|(k, _)| *k == name)
                 .map(|(_, v)| v)
@@ -159,7 +174,6 @@ fn tokenize(line: &str) -> Result<Raw<'_>, &'static str> {
 
 impl Raw<'_> {
     fn to_mount(&self) -> Mount {
-        let list = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
         Mount {
             id: self.id,
             parent: self.parent,
@@ -167,16 +181,11 @@ impl Raw<'_> {
             minor: self.minor,
             root: unescape(self.root),
             mount_point: PathBuf::from(unescape(self.mount_point)),
-            mount_options: list(self.mount_options),
-            optional: self
-                .optional
-                .split(' ')
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect(),
+            mount_options: self.mount_options.to_string(),
+            optional: self.optional.to_string(),
             fstype: self.fstype.to_string(),
             source: unescape(self.source),
-            super_options: list(self.super_options),
+            super_options: self.super_options.to_string(),
         }
     }
 }
@@ -243,7 +252,11 @@ pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
 pub fn read_with(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Mount>, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
-    let text = String::from_utf8_lossy(&bytes);
+    // Validate as UTF-8 first (fast); only a table with invalid bytes pays for the lossy copy.
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(&bytes),
+    };
     if text.trim().is_empty() {
         return Err(format!("{} is empty: not a mount table", path.display()));
     }
@@ -269,7 +282,7 @@ mod tests {
         assert_eq!(m[0].parent, 35);
         assert_eq!((m[0].major, m[0].minor), (98, 0));
         assert_eq!(m[0].root, "/mnt1");
-        assert_eq!(m[0].optional, vec!["master:1"]);
+        assert_eq!(m[0].optional_fields().collect::<Vec<_>>(), vec!["master:1"]);
         assert_eq!(m[0].fstype, "ext3");
         assert_eq!(m[0].source, "/dev/root");
         assert_eq!(m[0].super_option_value("errors"), Some("continue"));
@@ -304,7 +317,7 @@ mod tests {
     #[test]
     fn no_optional_fields() {
         let m = parse("20 1 0:5 / /dev rw - devtmpfs udev rw,size=1k\n", "t").unwrap();
-        assert!(m[0].optional.is_empty());
+        assert_eq!(m[0].optional_fields().count(), 0);
         assert_eq!(m[0].source, "udev");
     }
 
@@ -315,7 +328,7 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert_eq!(m[0].optional.len(), 4);
+        assert_eq!(m[0].optional_fields().count(), 4);
     }
 
     #[test]
