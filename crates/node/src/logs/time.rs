@@ -47,12 +47,18 @@ impl Tz for FixedTz {
 
 /// The process's local zone (`TZ`, `/etc/localtime`) through `localtime_r`.
 pub struct SystemTz;
+
+#[allow(deprecated)] // musl's time_t alias: see SystemTz::offset_at
+const _: () = assert!(std::mem::size_of::<libc::time_t>() == std::mem::size_of::<i64>());
 impl Tz for SystemTz {
     fn offset_at(&self, utc_secs: i64) -> i64 {
-        let t: libc::time_t = utc_secs as libc::time_t;
+        // time_t is 64-bit on every target this builds for (x86_64 glibc and musl); libc marks
+        // the musl alias deprecated over 32-bit targets' change, so it is not named here.
+        let t: i64 = utc_secs;
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: localtime_r writes into the tm we own; both pointers are valid.
-        let r = unsafe { libc::localtime_r(&t, &mut tm) };
+        // SAFETY: localtime_r reads one time_t (64-bit here, as `t`) and writes into the tm we
+        // own; both pointers are valid.
+        let r = unsafe { libc::localtime_r((&raw const t).cast(), &mut tm) };
         if r.is_null() {
             0
         } else {
