@@ -4,7 +4,7 @@
 #   DESTDIR=/staging/root   (prefix for packaging)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
-BIN := target/x86_64-unknown-linux-gnu/release
+BIN := target/$(or $(CARGO_BUILD_TARGET),x86_64-unknown-linux-musl)/release
 CHECKS := $(notdir $(wildcard crates/check_*))
 
 all:

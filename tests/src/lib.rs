@@ -48,7 +48,10 @@ pub fn bin_dir() -> PathBuf {
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| root.join("target"));
-        target.join("x86_64-unknown-linux-gnu/release")
+        // .cargo/config.toml's build target, unless overridden the way cargo reads it.
+        let triple = std::env::var("CARGO_BUILD_TARGET")
+            .unwrap_or_else(|_| "x86_64-unknown-linux-musl".to_string());
+        target.join(triple).join("release")
     })
     .clone()
 }
