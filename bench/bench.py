@@ -15,7 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-BIN = ROOT / "target" / "x86_64-unknown-linux-gnu" / "release"
+BIN = ROOT / "target" / os.environ.get("CARGO_BUILD_TARGET", "x86_64-unknown-linux-musl") / "release"
+# Static glibc builds of the same checks, when present (bench/run --with-glibc builds them): shown
+# beside the musl ones so the choice of libc is measured, not asserted.
+GLIBC_BIN = ROOT / "target" / "x86_64-unknown-linux-gnu" / "release"
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -92,6 +95,12 @@ def check(name, *args):
     return [str(BIN / name), *args]
 
 
+def glibc_row(s, label, name, *args):
+    """Add the static glibc build of `name` to scenario `s`, if it was built."""
+    if BIN != GLIBC_BIN and (GLIBC_BIN / name).exists():
+        s.add(f"{label} (static glibc build)", [str(GLIBC_BIN / name), *args])
+
+
 # ---------------------------------------------------------------------------------------------
 # Scenarios
 
@@ -118,6 +127,8 @@ def idle(args):
     for c in sorted(p.name for p in (ROOT / "crates").glob("check_*")):
         if (BIN / c).exists() and c in idle_args:
             s.add(c, check(c, *idle_args[c]))
+    glibc_row(s, "check_ro_pvc_mounts", "check_ro_pvc_mounts", *idle_args["check_ro_pvc_mounts"])
+    s.notes.append("check_watch_cache has no API to talk to here: it answers UNKNOWN (exit 3) after reading its options.")
     if have("perl"):
         s.add("check_ro_mounts.pl (Perl peer)", ["perl", str(ROOT / "bench/peers/check_ro_mounts.pl")])
     venv_py = OUT / "venv" / "bin" / "python3"
@@ -144,7 +155,9 @@ def mountinfo_scale(args):
             gen_mountinfo.main(total, total // 5, f, str(kroot))
     s = Scenario("mountinfo", f"check_ro_pvc_mounts on a mountinfo of {total} mounts ({total // 5} PV mounts)", "≤ 3× grep -c")
     s.add("grep -c kubelet", ["grep", "-c", "kubelet", str(mi)], reference=True)
-    s.add("check_ro_pvc_mounts", check("check_ro_pvc_mounts", "--mountinfo", str(mi), "--kubelet-root", str(kroot), "--no-names", "-t", "60"))
+    margs = ["--mountinfo", str(mi), "--kubelet-root", str(kroot), "--no-names", "-t", "60"]
+    s.add("check_ro_pvc_mounts", check("check_ro_pvc_mounts", *margs))
+    glibc_row(s, "check_ro_pvc_mounts", "check_ro_pvc_mounts", *margs)
     return s
 
 
@@ -201,6 +214,7 @@ def pods_json(args):
         s.add("jq (same rule)", ["jq", rule, str(f)], reference=True)
     s.add("check_stuck_scheduled", check("check_stuck_scheduled", "--pods-json", str(f), "--all-nodes", "-t", "120"),
           reference=not have("jq"))
+    glibc_row(s, "check_stuck_scheduled", "check_stuck_scheduled", "--pods-json", str(f), "--all-nodes", "-t", "120")
     return s
 
 
@@ -264,7 +278,7 @@ def main():
     only = [x for x in args.only.split(",") if x]
     lines = []
     lines.append(f"Machine: {platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}, "
-                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; --scale {args.scale}, --rounds {args.rounds}, "
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; binaries {BIN.parent.name}; --scale {args.scale}, --rounds {args.rounds}, "
                  f"load average at start {os.getloadavg()[0]:.2f}.")
     lines.append("")
     for name, make in SCENARIOS.items():
@@ -287,12 +301,15 @@ def main():
             lines.append("")
             lines.append(n)
         lines.append("")
-    lines.append("### Binary sizes (stripped, static)")
+    lines.append(f"### Binary sizes (stripped, static, {BIN.parent.name})")
     lines.append("")
-    lines.append("| binary | kind | size | goal |")
-    lines.append("|---|---|---|---|")
+    glibc = BIN != GLIBC_BIN and any(GLIBC_BIN.glob("check_*"))
+    lines.append("| binary | kind | size | goal |" + (" static glibc build |" if glibc else ""))
+    lines.append("|---|---|---|---|" + ("---|" if glibc else ""))
     for c, mib, goal, kind in sizes():
-        lines.append(f"| {c} | {kind} | {mib:.2f} MiB | ≤ {goal} MiB |")
+        g = GLIBC_BIN / c
+        extra = (f" {g.stat().st_size / 1024 / 1024:.2f} MiB |" if g.exists() else " – |") if glibc else ""
+        lines.append(f"| {c} | {kind} | {mib:.2f} MiB | ≤ {goal} MiB |{extra}")
     table = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(table)
     print(table)
