@@ -376,21 +376,9 @@ pub fn api_budget(remaining: Duration, probe_timeout: Duration) -> Duration {
 
 /// `kube::connect`, with a deadline of our own (see [`api_budget`]).
 fn connect(opts: &Opts, ctx: &Ctx) -> Result<kube::Client, Unknown> {
-    ctx.stage("reading the kubeconfig");
-    let lookup = kube::Lookup::from_env(opts.api.kubeconfig.clone(), opts.api.context.clone());
-    let mut notes = Vec::new();
-    let cfg = lookup.resolve(&mut notes);
-    for n in &notes {
-        ctx.debug(format!("kube config lookup: {n}"));
-    }
     let budget = api_budget(ctx.remaining(), opts.probe_timeout);
-    let client = kube::Client::new(&cfg?, std::time::Instant::now() + budget)?;
-    ctx.debug(format!(
-        "kube config: {} (API budget {})",
-        client.description,
-        plugin::fmt_duration(budget)
-    ));
-    Ok(client)
+    ctx.debug(format!("API budget {}", plugin::fmt_duration(budget)));
+    kube::connect_until(&opts.api, ctx, std::time::Instant::now() + budget)
 }
 
 fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
@@ -398,7 +386,7 @@ fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
     let client = match connect(opts, ctx) {
         Ok(c) => c,
         Err(e) => {
-            let api = if !asked && e.0.starts_with("no Kubernetes credentials found") {
+            let api = if !asked && e.0.starts_with(kube::config::NO_CREDENTIALS) {
                 cluster::ApiUse::Skipped(e.0)
             } else {
                 cluster::ApiUse::Failed(e.0)

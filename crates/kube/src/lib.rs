@@ -44,8 +44,18 @@ use std::path::Path;
 /// Find the configuration as the options and environment say, build a client bound to the
 /// check's deadline, and tell `-vv` which source was used (never a secret).
 pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
+    connect_until(api, ctx, ctx.deadline())
+}
+
+/// [`connect`] with a deadline of the caller's own, earlier than the check's (a check that must
+/// keep time for its node work after the API calls).
+pub fn connect_until(
+    api: &ApiArgs,
+    ctx: &Ctx,
+    deadline: std::time::Instant,
+) -> Result<Client, Unknown> {
     let cfg = config(api, ctx)?;
-    let client = Client::new(&cfg, ctx.deadline())?;
+    let client = Client::new(&cfg, deadline.min(ctx.deadline()))?;
     ctx.debug(format!("kube config: {}", client.description));
     Ok(client)
 }
