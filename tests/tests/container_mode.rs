@@ -1104,6 +1104,22 @@ fn manifests_validate_against_kubernetes_schemas() {
             "DaemonSet {} uses ServiceAccount {ns}/{sa}, which deploy/rbac.yaml does not create",
             ds["metadata"]["name"]
         );
+        // hostPath volumes (and the NRPE variant's hostPort) are refused by Pod Security
+        // "baseline", which Talos enforces by default: the namespace must allow them.
+        let uses_host_path = ds["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v.get("hostPath").is_some()));
+        if uses_host_path {
+            let nsdoc = kinds("Namespace")
+                .into_iter()
+                .find(|d| d["metadata"]["name"] == ns)
+                .unwrap_or_else(|| panic!("deploy/rbac.yaml does not create namespace {ns}"));
+            assert_eq!(
+                nsdoc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged",
+                "namespace {ns} must allow the hostPath volumes of DaemonSet {}",
+                ds["metadata"]["name"]
+            );
+        }
     }
 }
 
