@@ -161,10 +161,14 @@ pub fn group(
             ..Default::default()
         });
         if let Some(n) = kp.volume_name() {
-            v.names.insert(n.to_string());
+            if !v.names.contains(n) {
+                v.names.insert(n.to_string());
+            }
         }
         if let Some(u) = kp.pod_uid() {
-            v.pod_uids.insert(u.to_string());
+            if !v.pod_uids.contains(u) {
+                v.pod_uids.insert(u.to_string());
+            }
         }
         // The super options are the filesystem's: the same on every mount, but take the
         // latest-listed in case the table was read mid-change.
@@ -409,14 +413,16 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
 
 fn short_name(v: &Volume, names: &Names) -> String {
     if v.names.is_empty() {
-        format!("volume on {}", v.source)
-    } else {
-        v.names
-            .iter()
-            .map(|n| names.volume(n, v.pod_uids.iter().map(String::as_str)))
-            .collect::<Vec<_>>()
-            .join(", ")
+        return format!("volume on {}", v.source);
     }
+    let mut out = String::new();
+    for (i, n) in v.names.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&names.volume(n, v.pod_uids.iter().map(String::as_str)));
+    }
+    out
 }
 
 /// The volumes and pods whose names the report needs: those of non-OK volumes only, so a
@@ -440,13 +446,19 @@ pub fn wanted(data: &NodeData) -> Wanted {
     w
 }
 
-fn describe(v: &Volume) -> String {
-    let dev = if v.block_mode {
-        format!("block device {}", v.block_dev.as_deref().unwrap_or("?"))
-    } else {
-        format!("{} on {} ({})", v.fstype, v.source, v.key)
-    };
-    dev
+fn describe(v: &Volume) -> impl std::fmt::Display + '_ {
+    struct D<'a>(&'a Volume);
+    impl std::fmt::Display for D<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let v = self.0;
+            if v.block_mode {
+                write!(f, "block device {}", v.block_dev.as_deref().unwrap_or("?"))
+            } else {
+                write!(f, "{} on {} ({})", v.fstype, v.source, v.key)
+            }
+        }
+    }
+    D(v)
 }
 
 /// The whole decision without names. Pure.
@@ -479,29 +491,37 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
             }
             Verdict::Writable => (Status::Ok, "is writable".to_string()),
         };
-        let mut f = Finding::new(
-            status,
-            format!("{} {} — {}", short_name(v, names), what, describe(v)),
-        );
+        // One string per line, written in place: a node with thousands of volumes builds
+        // thousands of these (most are only shown at -v or in JSON).
+        use std::fmt::Write as _;
+        let mut text = short_name(v, names);
+        let _ = write!(text, " {what} — {}", describe(v));
+        let mut f = Finding::new(status, text);
+        f.details.reserve_exact(1 + v.mounts.len());
         if !v.pod_uids.is_empty() {
-            f = f.detail(format!(
-                "pods: {}",
-                v.pod_uids
-                    .iter()
-                    .map(|u| match names.pod(u) {
-                        Some(p) => format!("{p} (UID {u})"),
-                        None => u.clone(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            let mut d = String::from("pods: ");
+            for (i, u) in v.pod_uids.iter().enumerate() {
+                if i > 0 {
+                    d.push_str(", ");
+                }
+                match names.pod(u) {
+                    Some(p) => {
+                        let _ = write!(d, "{p} (UID {u})");
+                    }
+                    None => d.push_str(u),
+                }
+            }
+            f.details.push(d);
         }
         for (mp, mro) in &v.mounts {
-            f = f.detail(format!(
-                "mount: {}{}",
-                mp.display(),
-                if *mro { " (ro bind)" } else { "" }
-            ));
+            let mp = mp.to_string_lossy();
+            let mut d = String::with_capacity(7 + mp.len() + 10);
+            d.push_str("mount: ");
+            d.push_str(&mp);
+            if *mro {
+                d.push_str(" (ro bind)");
+            }
+            f.details.push(d);
         }
         findings.push(f);
     }
