@@ -175,13 +175,18 @@ impl VolumeState {
     }
 }
 
+/// Failures dated further ahead than this are ignored (and noted): a clock that jumped back, or
+/// a log written in another time zone than the check's.
+const FUTURE_SLACK_MS: i64 = 300_000;
+
 /// Aggregate failures per volume (pure).
 pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState> {
     let lookback = rules.window_ms.max(rules.stuck_ms);
     let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
     for f in failures {
-        // Ignore what is older than the lookback and what claims to be far in the future.
-        if f.t < now - lookback || f.t > now + 300_000 {
+        // Ignore what is older than the lookback and what claims to be far in the future
+        // (evaluate notes the latter).
+        if f.t < now - lookback || f.t > now + FUTURE_SLACK_MS {
             continue;
         }
         by.entry(f.volume.as_str()).or_default().push(f);
@@ -294,6 +299,16 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         )
     };
     let mut report = Report::new(status, summary);
+    let future = data
+        .failures
+        .iter()
+        .filter(|f| f.t > now + FUTURE_SLACK_MS)
+        .count();
+    if future > 0 {
+        report = report.note(format!(
+            "{future} failure line(s) dated more than 5m after now were ignored: the clock jumped back, or the log's times are in another time zone than this check's (klog times are local)"
+        ));
+    }
     if !incomplete.is_empty() {
         let names: Vec<&str> = incomplete.iter().map(|s| s.name.as_str()).collect();
         report = report.note(format!(
@@ -716,6 +731,31 @@ mod tests {
         let r = evaluate(&data(vec![fail(now - MIN, "pvc-a", 500)]), &rules(), now);
         assert_eq!(r.status, Status::Warning);
         assert!(r.summary.contains("pvc-a"), "{}", r.summary);
+    }
+
+    #[test]
+    fn failures_dated_in_the_future_are_ignored_with_a_note() {
+        let now = 100 * MIN;
+        let r = evaluate(
+            &data(vec![
+                fail(now + 60 * MIN, "pvc-tomorrow", 500),
+                fail(now + 2 * MIN, "pvc-skew", 500),
+            ]),
+            &rules(),
+            now,
+        );
+        // A little clock skew still counts; an hour ahead does not, but is not silent.
+        assert_eq!(r.status, Status::Warning);
+        assert!(r.summary.contains("pvc-skew") && !r.summary.contains("pvc-tomorrow"));
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("1 failure line(s) dated more than 5m after now")),
+            "{:?}",
+            r.notes
+        );
+        let r = evaluate(&data(vec![fail(now - MIN, "pvc-a", 500)]), &rules(), now);
+        assert!(r.notes.iter().all(|n| !n.contains("after now")));
     }
 
     #[test]
