@@ -310,6 +310,8 @@ def main():
         g = GLIBC_BIN / c
         extra = (f" {g.stat().st_size / 1024 / 1024:.2f} MiB |" if g.exists() else " – |") if glibc else ""
         lines.append(f"| {c} | {kind} | {mib:.2f} MiB | ≤ {goal} MiB |{extra}")
+    lines.append("")
+    lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min).")
     table = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(table)
     print(table)
