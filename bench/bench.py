@@ -19,6 +19,7 @@ BIN = ROOT / "target" / os.environ.get("CARGO_BUILD_TARGET", "x86_64-unknown-lin
 # Static glibc builds of the same checks, when present (bench/run --with-glibc builds them): shown
 # beside the musl ones so the choice of libc is measured, not asserted.
 GLIBC_BIN = ROOT / "target" / "x86_64-unknown-linux-gnu" / "release"
+STDOUT = OUT / "stdout"
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -30,7 +31,9 @@ def run_once(cmd, env=None, stdin=None):
     """Run cmd with posix_spawn (vfork: no copy of this Python process is made, so neither the
     time nor the child's peak RSS carries the launcher's weight). Returns (wall s, exit code)."""
     path = shutil.which(cmd[0]) or cmd[0]
-    fa = [(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+    # stdout goes to a regular file, not /dev/null: GNU grep notices a /dev/null stdout and stops
+    # at the first match (it behaves like -q), which would make the reference look ~50× faster.
+    fa = [(os.POSIX_SPAWN_OPEN, 1, str(STDOUT), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
           (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
           (os.POSIX_SPAWN_OPEN, 0, stdin or "/dev/null", os.O_RDONLY, 0)]
     start = time.perf_counter()
@@ -45,8 +48,9 @@ def peak_rss_kib(cmd, env=None, stdin=None):
     if not os.path.exists("/usr/bin/time"):
         return 0
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, stdin=fin, env=env, text=True)
+    with open(STDOUT, "wb") as out:
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=out,
+                           stderr=subprocess.PIPE, stdin=fin, env=env, text=True)
     if stdin:
         fin.close()
     try:
@@ -166,7 +170,9 @@ def kubelet_log(args):
 
     mib = int(200 * args.scale)
     log = OUT / f"kubelet-{mib}MiB.log"
-    if not log.exists():
+    # The generated lines are dated up to the time of generation: regenerate a stale log so its
+    # failures fall in the check's window (the check parses them, as on a sick node).
+    if not log.exists() or time.time() - log.stat().st_mtime > 300:
         print(f"generating {log} ...", file=sys.stderr)
         with open(log, "w") as f:
             gen_kubelet_log.main(mib * 1024 * 1024, f)
