@@ -2,7 +2,6 @@
 //! and bounded-time probes of mount points. Every reader goes through [`Host`], so the same code
 //! runs on the node and in a container that mounts the host at `/host`.
 
-pub mod bigread;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;
