@@ -114,6 +114,19 @@ fn a_panic_exits_3_with_internal_error() {
 }
 
 #[test]
+fn a_worker_killed_by_sigbus_is_unknown_naming_it() {
+    // Real kernel: a mapped file truncated underneath the reader.
+    let out = run("plugin_selftest", ["--mode", "sigbus"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(
+        out.first_line().starts_with(
+            "SELFTEST UNKNOWN - internal error: the check process ended without an answer (killed by SIGBUS: an input file was truncated while it was read?)"
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn watchdog_answers_while_the_gathering_thread_is_blocked() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");

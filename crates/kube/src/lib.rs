@@ -38,7 +38,7 @@ pub use types::{Event, PersistentVolume, Pod, VolumeAttachment};
 
 use plugin::{Ctx, Unknown};
 use serde::de::DeserializeOwned;
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::path::Path;
 
 /// Find the configuration as the options and environment say, build a client bound to the
@@ -212,15 +212,14 @@ pub fn read_json_list<T: DeserializeOwned>(
             f,
         )
     } else {
-        let mut file = std::fs::File::open(path)
+        let file = std::fs::File::open(path)
             .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
             // A file of sane size is parsed in memory: several times faster, and the peak
             // memory stays about the file's size. A larger one (or a pipe) is streamed.
             Ok(Some(len)) if len <= IN_MEMORY_MAX => {
-                let mut doc = Vec::with_capacity(len as usize + 1);
-                file.read_to_end(&mut doc).map_err(|e| {
+                let doc = node::mapped::map(&file, len).map_err(|e| {
                     Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e)))
                 })?;
                 list::read_list_slice(&doc, f)

@@ -7,6 +7,7 @@ pub mod host;
 pub mod iscsi;
 pub mod kubelet;
 pub mod logs;
+pub mod mapped;
 pub mod mountinfo;
 pub mod probe;
 

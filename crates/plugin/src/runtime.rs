@@ -456,7 +456,16 @@ fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
             // SAFETY: reaping our own child.
             unsafe { libc::waitpid(pid, &mut status, 0) };
             let how = if libc::WIFSIGNALED(status) {
-                format!("killed by signal {}", libc::WTERMSIG(status))
+                let sig = libc::WTERMSIG(status);
+                match nix::sys::signal::Signal::try_from(sig) {
+                    // A mapped input file (--pods-json) truncated by another process.
+                    Ok(nix::sys::signal::Signal::SIGBUS) => {
+                        "killed by SIGBUS: an input file was truncated while it was read?"
+                            .to_string()
+                    }
+                    Ok(s) => format!("killed by {}", s.as_str()),
+                    Err(_) => format!("killed by signal {sig}"),
+                }
             } else {
                 format!("exit status {}", libc::WEXITSTATUS(status))
             };

@@ -8,7 +8,7 @@ use plugin::{Check, CommonArgs, Ctx, Perfdata, Report, Status, Unknown};
 struct Opts {
     #[command(flatten)]
     common: CommonArgs,
-    /// panic | hang | ok
+    /// panic | hang | sigbus | ok
     #[arg(long, default_value = "ok")]
     mode: String,
     /// A FIFO to open for `hang` (blocks until a writer appears).
@@ -34,6 +34,23 @@ impl Check for Opts {
                 let p = self.fifo.clone().ok_or("--fifo needed")?;
                 let _ = std::fs::File::open(p);
                 Ok(Report::new(Status::Ok, "a writer appeared"))
+            }
+            "sigbus" => {
+                // What a --pods-json file truncated by another process while it is mapped does.
+                ctx.stage("reading a mapped file");
+                let p =
+                    std::env::temp_dir().join(format!("selftest-sigbus-{}", std::process::id()));
+                std::fs::write(&p, vec![b'x'; 8192]).map_err(|e| e.to_string())?;
+                let f = std::fs::File::open(&p).map_err(|e| e.to_string())?;
+                let m = node::mapped::map(&f, 8192).map_err(|e| e.to_string())?;
+                std::fs::File::options()
+                    .write(true)
+                    .open(&p)
+                    .and_then(|w| w.set_len(0))
+                    .map_err(|e| e.to_string())?;
+                let _ = std::fs::remove_file(&p);
+                let last = std::hint::black_box(&m[..])[8191];
+                Ok(Report::new(Status::Ok, format!("no SIGBUS (read {last})")))
             }
             _ => Ok(Report::new(Status::Ok, "fine").perf(Perfdata::new("n", 1.0))),
         }
