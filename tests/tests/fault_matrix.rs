@@ -9,6 +9,11 @@
 //! - finished within `-t` plus a generous margin (a correctness bound, not a benchmark);
 //! - no leftover process whose command line holds the row's unique marker.
 //!
+//! Families: API faults per API check; file and directory faults per node check; hostile names,
+//! the clock jumping and /dev/kmsg without permission; hung and killed FUSE daemons under the
+//! kubelet root (ro_pvc, stale_csi); broken state files and state directories (kubelet_nested_ops,
+//! storage_kernel_errors), each row with a real failure in the input that must still alarm.
+//!
 //! Every row runs the RELEASE binary. Failures are collected so one run reports every broken row.
 
 use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, scheduled_no_status, Rep};
@@ -974,4 +979,271 @@ fn hostile_names_clock_and_kmsg_permission() {
         println!("kmsg permission row: skipped: needs root and kernel.dmesg_restrict=1");
     }
     run_rows(rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FUSE faults under the kubelet root: a hung daemon (every request blocks) and a killed one
+// (ENOTCONN), for the two checks that probe mount points.
+
+#[test]
+fn fuse_faults_mount_checks() {
+    use e2e::fuse::{bindfs, kill_daemon, stop_daemon};
+    use e2e::{need_root, need_tool, Ns};
+    if !need_root("fuse_faults_mount_checks") || !need_tool("fuse_faults_mount_checks", "bindfs") {
+        return;
+    }
+    const DRIVER: &str = "fuse.csi.example.com";
+    // (label, hung daemons, killed daemons, healthy tmpfs volumes)
+    let cases: &[(&str, usize, usize, usize)] = &[
+        ("hung FUSE mount", 1, 0, 0),
+        ("killed FUSE daemon", 0, 1, 0),
+        ("hung + killed + healthy", 1, 1, 1),
+    ];
+    let mut rows = Vec::new();
+    let mut keep = Vec::new();
+    for &(label, hung, killed, healthy) in cases {
+        for (bin, name) in [
+            ("check_ro_pvc_mounts", "RO_PVC_MOUNTS"),
+            ("check_stale_csi_mounts", "STALE_CSI_MOUNTS"),
+        ] {
+            let d = open_tempdir();
+            let tree = KubeletTree::new(d.path());
+            let mut ns = Ns::new();
+            let mut pids = Vec::new();
+            for i in 0..hung + killed {
+                let mp = tree.pod_csi_mount(&format!("u-f{i}"), &format!("pvc-fuse{i}"), DRIVER);
+                let pid = bindfs(&mut ns, &d.path().join(format!("src{i}")), &mp);
+                if i < hung {
+                    stop_daemon(pid);
+                } else {
+                    kill_daemon(pid);
+                }
+                pids.push(pid);
+            }
+            for i in 0..healthy {
+                let mp = tree.pod_csi_mount(&format!("u-h{i}"), &format!("pvc-ok{i}"), DRIVER);
+                ns.sh(&format!(
+                    "mkdir -p '{m}' && mount -t tmpfs tmpfs '{m}'",
+                    m = mp.display()
+                ));
+            }
+            let mut r = row(format!("{bin} {label}"), bin, name)
+                .arg("--kubelet-root")
+                .arg(s(&tree.root))
+                .args(["--probe-timeout", "1s"]);
+            if bin == "check_stale_csi_mounts" {
+                r = r.args(["--node", NODE]);
+            } else {
+                r = r.arg("--no-names");
+            }
+            // Every row is an alarm: a hung or dead volume is never OK.
+            let phrases: &[&'static str] = match (bin, hung > 0, killed > 0) {
+                ("check_ro_pvc_mounts", true, false) => &["read-only", "pvc-fuse0"],
+                ("check_ro_pvc_mounts", false, true) => &["read-only", "pvc-fuse0"],
+                ("check_ro_pvc_mounts", _, _) => &["2 of 3 PV filesystems read-only"],
+                (_, true, false) => &["hung"],
+                (_, false, true) => &["corrupted"],
+                _ => &["hung", "corrupted"],
+            };
+            r = r.expect(2, phrases);
+            r.ns = Some(ns.pid());
+            r.own_pids = pids;
+            rows.push(r);
+            keep.push((ns, d));
+        }
+    }
+    run_rows(rows);
+    // The daemons are SIGKILLed as each Ns drops.
+    drop(keep);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --state-dir faults: a state file that is garbage, empty, truncated, not UTF-8, or from the
+// future; a state directory that is missing, not writable, or a file. The real alarm in the input
+// must survive every one of them (no silent OK), and a second run must work again.
+
+#[test]
+fn state_dir_faults() {
+    let d = open_tempdir();
+    let dp = d.path();
+    let now = e2e::logs::now_secs();
+    let log = write(
+        dp,
+        "kubelet.log",
+        format!(
+            "{}{}\n",
+            e2e::logs::klog_header(now - 60),
+            e2e::logs::nested_op_msg(
+                now - 60,
+                "csi.example.com",
+                "pvc-st1",
+                "u-st-1",
+                2000,
+                "rpc error: code = DeadlineExceeded"
+            )
+        ),
+    );
+    let kmsg = write(
+        dp,
+        "kmsg",
+        "6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk\n2,2,2000,-;EXT4-fs (sdc): Remounting filesystem read-only\n",
+    );
+    let mi = write(dp, "mountinfo", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n");
+    let args = |bin: &str, state: &Path| -> Vec<OsString> {
+        let mut v: Vec<OsString> = match bin {
+            "check_kubelet_nested_ops" => vec![
+                "--journalctl".into(),
+                "/nonexistent/journalctl".into(),
+                "--log-file".into(),
+                log.clone().into(),
+            ],
+            _ => vec![
+                "--kmsg".into(),
+                kmsg.clone().into(),
+                "--window".into(),
+                "0".into(),
+                "--mountinfo".into(),
+                mi.clone().into(),
+                "--sys".into(),
+                "/nonexistent-sys".into(),
+                "--kubelet-root".into(),
+                "/nonexistent".into(),
+            ],
+        };
+        v.push("--state-dir".into());
+        v.push(state.into());
+        v
+    };
+    let checks = [
+        (
+            "check_kubelet_nested_ops",
+            "KUBELET_NESTED_OPS",
+            1,
+            "failing operations",
+        ),
+        (
+            "check_storage_kernel_errors",
+            "STORAGE_KERNEL_ERRORS",
+            2,
+            "read-only",
+        ),
+    ];
+    // A good run first, to learn each check's state file name and format.
+    let mut files = Vec::new();
+    for (bin, name, want, phrase) in checks {
+        let st = dp.join(format!("prime-{bin}"));
+        let out = e2e::Cmd::new(e2e::bin(bin)).args(args(bin, &st)).run();
+        out.assert_status(name, want);
+        assert!(out.first_line().contains(phrase), "{out:?}");
+        let f = std::fs::read_dir(&st)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap_or_else(|| panic!("{bin} wrote no state file in {}", st.display()));
+        let body = std::fs::read_to_string(&f).unwrap();
+        files.push((bin, f.file_name().unwrap().to_owned(), body));
+    }
+    let mut rows = Vec::new();
+    let mut seconds = Vec::new();
+    for ((bin, name, want, phrase), (_, fname, good)) in checks.into_iter().zip(&files) {
+        let mut cases: Vec<(&str, Vec<u8>)> = vec![
+            ("garbage", b"\x00\x01garbage{[".to_vec()),
+            ("empty", Vec::new()),
+            ("truncated", good.as_bytes()[..good.len() / 2].to_vec()),
+            ("non-UTF-8", {
+                let mut v = good.as_bytes().to_vec();
+                v.splice(1..1, b"\xff\xfe".iter().copied());
+                v
+            }),
+            ("wrong shape", b"[1,2,3]".to_vec()),
+        ];
+        // From the future: positions, sequence numbers and times far ahead of the input
+        // (an offset beyond the file's end, a kmsg sequence the kernel has not reached); the
+        // file's identity (dev, inode) and the boot id are kept, so the state still "matches".
+        let future = {
+            fn ahead(v: &mut serde_json::Value) {
+                match v {
+                    serde_json::Value::Object(m) => {
+                        for (k, x) in m.iter_mut() {
+                            if ["offset", "t", "last_seq", "seq"].contains(&k.as_str())
+                                && x.is_number()
+                            {
+                                *x = serde_json::json!(99_999_999_999_999u64);
+                            } else {
+                                ahead(x);
+                            }
+                        }
+                    }
+                    serde_json::Value::Array(a) => a.iter_mut().for_each(ahead),
+                    _ => {}
+                }
+            }
+            let mut v: serde_json::Value = serde_json::from_str(good).unwrap();
+            ahead(&mut v);
+            serde_json::to_string(&v).unwrap()
+        };
+        cases.push(("from the future", future.clone().into_bytes()));
+        // The same without the remembered failures/events: only the position is ahead, so only
+        // the check's own sanity test of the position can keep the alarm.
+        let mut bare: serde_json::Value = serde_json::from_str(&future).unwrap();
+        for k in ["failures", "events"] {
+            if let Some(x) = bare.get_mut(k) {
+                *x = serde_json::json!([]);
+            }
+        }
+        cases.push(("position from the future", bare.to_string().into_bytes()));
+        for (label, body) in cases {
+            let st = dp.join(format!("st-{bin}-{}", label.replace(' ', "_")));
+            std::fs::create_dir_all(&st).unwrap();
+            std::fs::write(st.join(fname), &body).unwrap();
+            let r = row(format!("{bin} state file {label}"), bin, name)
+                .args(args(bin, &st))
+                .expect(want, &[phrase]);
+            seconds.push((bin, name, want, phrase, st.clone()));
+            rows.push(r);
+        }
+        // The directory itself.
+        let missing = dp.join(format!("st-{bin}-missing/deeper"));
+        rows.push(
+            row(format!("{bin} state dir missing"), bin, name)
+                .args(args(bin, &missing))
+                .expect(want, &[phrase]),
+        );
+        let a_file = write(dp, &format!("st-{bin}-a-file"), "x");
+        rows.push(
+            row(format!("{bin} state dir is a file"), bin, name)
+                .args(args(bin, &a_file))
+                .expect(want, &[phrase]),
+        );
+        let locked = dp.join(format!("st-{bin}-locked"));
+        std::fs::create_dir_all(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if e2e::is_root() {
+            rows.push(
+                row(format!("{bin} state dir not writable (nobody)"), bin, name)
+                    .args(args(bin, &locked))
+                    .expect(want, &[phrase])
+                    .nobody(),
+            );
+        }
+    }
+    run_rows(rows);
+    // Each broken state was replaced by a good one: the next run answers the same and saved
+    // state it can read (no note about an unreadable state file).
+    let mut broken = Vec::new();
+    for (bin, name, want, phrase, st) in seconds {
+        let out = e2e::Cmd::new(e2e::bin(bin))
+            .args(args(bin, &st))
+            .arg("-v")
+            .run();
+        if out.code != want
+            || !out.first_line().starts_with(&format!("{name} "))
+            || !out.first_line().contains(phrase)
+            || out.stdout.contains("unreadable")
+        {
+            broken.push(format!("{}: {:?}", st.display(), out));
+        }
+    }
+    assert!(broken.is_empty(), "second runs:\n{}", broken.join("\n"));
 }
