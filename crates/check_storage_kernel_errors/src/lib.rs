@@ -487,17 +487,15 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         }
     }
     let after = st.last_seq;
+    let mut last_seq = st.last_seq;
     let mut events = std::mem::take(&mut st.events);
     ctx.stage(format!("reading {}", kmsg_path.display()));
     let mut first_seq: Option<u64> = None;
-    let mut max_seq: Option<u64> = None;
-    // Every matching record is kept until the state's position is known to be sane.
-    let mut fresh: Vec<Event> = Vec::new();
     let res = kmsg::read(&kmsg_path, deadline, |r| {
         data.records += 1;
         first_seq.get_or_insert(r.seq);
-        max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-        if r.facility != 0 {
+        last_seq = Some(last_seq.map_or(r.seq, |s| s.max(r.seq)));
+        if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
             return;
         }
         let t = kmsg::wall_ms(r.usec, mono_now, real_now);
@@ -505,7 +503,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             return;
         }
         if let Some((cat, dev)) = patterns.classify(&r.text) {
-            fresh.push(Event {
+            events.push(Event {
                 seq: r.seq,
                 t,
                 category: cat.label().to_string(),
@@ -527,27 +525,6 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             )));
         }
         Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
-    };
-    // Within one boot the kernel's sequence numbers only grow: a saved position beyond the last
-    // record means the state belongs to another log (a copied state, another --kmsg file).
-    // Trusting it would skip every record: read everything instead, and say so.
-    let ahead = matches!((after, max_seq), (Some(a), Some(m)) if m < a);
-    let after = if ahead {
-        data.notes.push(format!(
-            "the state file's position (sequence {}) is ahead of the kernel log (last sequence {}): it is ignored and the whole log read",
-            after.unwrap_or(0),
-            max_seq.unwrap_or(0)
-        ));
-        events.clear();
-        None
-    } else {
-        after
-    };
-    fresh.retain(|e| after.is_none_or(|a| e.seq > a));
-    events.extend(fresh);
-    let last_seq = match (after, max_seq) {
-        (Some(a), Some(m)) => Some(a.max(m)),
-        (a, m) => m.or(a),
     };
     if let (Some(a), Some(f)) = (after, first_seq) {
         if f > a + 1 {
