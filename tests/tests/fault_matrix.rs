@@ -42,6 +42,10 @@ struct Row {
     want: i32,
     /// Phrases the first line must contain (case-insensitive).
     phrases: Vec<&'static str>,
+    /// Phrases the whole standard output must contain (case-insensitive): long output, notes.
+    long: Vec<&'static str>,
+    /// Phrases that must appear nowhere in the standard output (case-insensitive).
+    absent: Vec<&'static str>,
     /// Extra secrets to grep for besides TOKEN.
     secrets: Vec<String>,
     /// Processes of ours that may match the marker (FUSE daemons).
@@ -63,6 +67,8 @@ fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
         ns: None,
         want: 3,
         phrases: Vec::new(),
+        long: Vec::new(),
+        absent: Vec::new(),
         secrets: Vec::new(),
         own_pids: Vec::new(),
         no_negative: false,
@@ -86,6 +92,11 @@ impl Row {
     }
     fn nobody(mut self) -> Row {
         self.nobody = true;
+        self
+    }
+    /// Phrases the long output (anywhere in stdout) must hold.
+    fn long(mut self, phrases: &[&'static str]) -> Row {
+        self.long.extend_from_slice(phrases);
         self
     }
 }
@@ -160,6 +171,17 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
     for p in &r.phrases {
         if !low.contains(&p.to_lowercase()) {
             errs.push(format!("first line lacks {p:?}"));
+        }
+    }
+    let all_low = out.stdout.to_lowercase();
+    for p in &r.long {
+        if !all_low.contains(&p.to_lowercase()) {
+            errs.push(format!("output lacks {p:?}"));
+        }
+    }
+    for p in &r.absent {
+        if all_low.contains(&p.to_lowercase()) {
+            errs.push(format!("output holds {p:?}"));
         }
     }
     // Output safety.
@@ -974,4 +996,164 @@ fn hostile_names_clock_and_kmsg_permission() {
         println!("kmsg permission row: skipped: needs root and kernel.dmesg_restrict=1");
     }
     run_rows(rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FUSE faults under a kubelet pod volume path: a hung daemon (SIGSTOP: every stat hangs), a killed
+// daemon (ENOTCONN), and both beside a healthy volume.
+
+const FUSE_DRIVER: &str = "fuse.csi.example.com";
+
+/// A pod whose uid is `uid`, running on NODE (so its volume mounts are not orphaned).
+fn pod_with_uid(name: &str, uid: &str) -> serde_json::Value {
+    let mut p = running("media", name, NODE, 86400);
+    p["metadata"]["uid"] = uid.into();
+    p
+}
+
+#[test]
+fn fuse_faults_mount_checks() {
+    let test = "fuse_faults_mount_checks";
+    if !e2e::need_root(test) || !e2e::need_tool(test, "bindfs") {
+        return;
+    }
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut ns = e2e::Ns::new();
+    // One kubelet root per scenario: each row sees only its own volumes.
+    let mut daemons = Vec::new();
+    let mut volume = |ns: &mut e2e::Ns, tree: &KubeletTree, uid: &str, pv: &str| -> i32 {
+        let mp = tree.pod_csi_mount(uid, pv, FUSE_DRIVER);
+        let pid = e2e::fuse::bindfs(ns, &dp.join(format!("src-{pv}")), &mp);
+        daemons.push(pid);
+        pid
+    };
+    let hung = KubeletTree::new(&dp.join("hung"));
+    let dead = KubeletTree::new(&dp.join("dead"));
+    let mixed = KubeletTree::new(&dp.join("mixed"));
+    let p_hung = volume(&mut ns, &hung, "u-fm-hung", "pvc-fm-hung");
+    let p_dead = volume(&mut ns, &dead, "u-fm-dead", "pvc-fm-dead");
+    let p_mix_hung = volume(&mut ns, &mixed, "u-fm-mix-hung", "pvc-fm-mix-hung");
+    let p_mix_dead = volume(&mut ns, &mixed, "u-fm-mix-dead", "pvc-fm-mix-dead");
+    volume(&mut ns, &mixed, "u-fm-mix-ok", "pvc-fm-mix-ok");
+    for p in [p_hung, p_mix_hung] {
+        e2e::fuse::stop_daemon(p);
+    }
+    for p in [p_dead, p_mix_dead] {
+        e2e::fuse::kill_daemon(p);
+    }
+    let pods = write(
+        dp,
+        "pods.json",
+        serde_json::to_vec(&kubectl_list(
+            [
+                "u-fm-hung",
+                "u-fm-dead",
+                "u-fm-mix-hung",
+                "u-fm-mix-dead",
+                "u-fm-mix-ok",
+            ]
+            .iter()
+            .map(|u| pod_with_uid(&format!("pod-{u}"), u))
+            .collect(),
+        ))
+        .unwrap(),
+    );
+    let pvs = write(
+        dp,
+        "pvs.json",
+        serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+    );
+
+    // (scenario, kubelet root, ro_pvc expectation, stale_csi expectation); each is
+    // (first-line phrases, long-output phrases). Every one is CRITICAL.
+    type Want = (&'static [&'static str], &'static [&'static str]);
+    let scenarios: [(&str, &KubeletTree, Want, Want); 3] = [
+        (
+            "hung FUSE volume",
+            &hung,
+            (
+                &["1 of 1 PV filesystems read-only: pvc-fm-hung"],
+                &["the mount point does not answer (no answer in 1s)"],
+            ),
+            (
+                &["1 of 1 CSI mount stale: 1 hung"],
+                &[
+                    "hung pod mount",
+                    "no answer in 1s",
+                    "hint: restart the CSI node plugin",
+                ],
+            ),
+        ),
+        (
+            "killed FUSE daemon",
+            &dead,
+            (
+                &["1 of 1 PV filesystems read-only: pvc-fm-dead"],
+                &["stat of the mount point fails: ENOTCONN"],
+            ),
+            (
+                &["1 of 1 CSI mount stale: 1 corrupted"],
+                &[
+                    "corrupted pod mount",
+                    "ENOTCONN",
+                    "hint: restart the CSI node plugin",
+                ],
+            ),
+        ),
+        (
+            "hung + killed + healthy FUSE volumes",
+            &mixed,
+            (
+                &[
+                    "2 of 3 PV filesystems read-only",
+                    "pvc-fm-mix-hung",
+                    "pvc-fm-mix-dead",
+                ],
+                &[
+                    "does not answer (no answer in 1s)",
+                    "ENOTCONN",
+                    "pvc-fm-mix-ok is writable",
+                ],
+            ),
+            (
+                &["2 of 3 CSI mounts stale: 1 corrupted, 1 hung"],
+                &["hung pod mount", "corrupted pod mount", "healthy pod mount"],
+            ),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (what, tree, ro_want, stale_want) in scenarios {
+        for (bin, name, (first, long)) in [
+            ("check_ro_pvc_mounts", "RO_PVC_MOUNTS", ro_want),
+            ("check_stale_csi_mounts", "STALE_CSI_MOUNTS", stale_want),
+        ] {
+            let label = format!("{bin} {what}");
+            // The marker rides on the command line as an --exclude that matches no mount: the
+            // check and its forked worker (same command line) carry it, the FUSE daemons do not.
+            let mark = marker(&label);
+            let mut r = row(label, bin, name)
+                .arg("--kubelet-root")
+                .arg(s(&tree.root))
+                .args(["--probe-timeout", "1s", "--exclude", &mark])
+                .expect(2, first)
+                .long(long);
+            if bin == "check_stale_csi_mounts" {
+                r = r
+                    .args(["--node", NODE, "--pods-json"])
+                    .arg(s(&pods))
+                    .arg("--pvs-json")
+                    .arg(s(&pvs));
+            }
+            assert!(r.args.iter().any(|a| a.to_str() == Some(mark.as_str())));
+            r.marker = Some(mark);
+            r.ns = Some(ns.pid());
+            r.own_pids = daemons.clone();
+            rows.push(r);
+        }
+    }
+    run_rows(rows);
+    // The stopped daemons are SIGKILLed when `ns` drops (it owns their pids), even after a failed
+    // assertion; the mounts live in its namespace only, so the temp dir is removed afterwards.
+    drop(ns);
 }
