@@ -1272,7 +1272,7 @@ const STATE_CHECKS: &[StateCheck] = &[
         short: "kernel",
         want: 2,
         phrase: "journal aborted on sdc",
-        ghost: "sdz",
+        ghost: "fmghostdisk",
     },
 ];
 
@@ -1404,8 +1404,8 @@ fn corrupt_state(c: &StateCheck, f: StateFault, sf: &Path, input: &Path) {
         StateFault::FutureEvents => {
             v["events"].as_array_mut().unwrap().push(json!({
                 "seq": 1, "t": tomorrow_ms, "category": "remount_ro",
-                "device": {"Block": "sdz"},
-                "text": "EXT4-fs (sdz): Remounting filesystem read-only"
+                "device": {"Block": "fmghostdisk"},
+                "text": "EXT4-fs (fmghostdisk): Remounting filesystem read-only"
             }));
             serde_json::to_vec(&v).unwrap()
         }
