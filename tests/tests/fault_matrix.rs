@@ -2,12 +2,30 @@
 //! the same invariants asserted for every row:
 //!
 //! - exit code in 0..3, first line `NAME STATUS - summary` with the expected status and a phrase an
-//!   operator understands;
+//!   operator understands; where a row pins them, phrases the long output must hold (notes,
+//!   findings) and phrases it must not (a state entry that must never be reported);
 //! - output safety: at most one `|`, only on the first line, no control characters, first line
 //!   ≤ 1024 bytes, perfdata labels `^[a-z0-9_]+$` (hostile names rows exist to break this);
 //! - no secret (the test token, the client key) in stdout or stderr, at -v, -vv and -vvv in turn;
 //! - finished within `-t` plus a generous margin (a correctness bound, not a benchmark);
-//! - no leftover process whose command line holds the row's unique marker.
+//! - no leftover process whose command line holds the row's unique marker (a forked check worker
+//!   has its parent's command line), our own FUSE daemons excepted.
+//!
+//! The families:
+//! - API faults (refused, slow, HTTP 401/403/404/500, truncated, garbage, dropped, wrong CA,
+//!   expired client certificate) for every check that talks to the API;
+//! - file and directory inputs (missing, unreadable, empty, truncated, huge, non-UTF-8) for every
+//!   node check;
+//! - hostile names, the clock jumping, /dev/kmsg without CAP_SYSLOG;
+//! - FUSE faults (needs root and bindfs): check_ro_pvc_mounts and check_stale_csi_mounts over a
+//!   hung (SIGSTOPped) and a killed (ENOTCONN) daemon under a kubelet pod volume path, and both
+//!   beside a healthy one, run inside the mount namespace that holds them;
+//! - state faults for the checks with `--state-dir` (check_kubelet_nested_ops,
+//!   check_storage_kernel_errors): a state file garbled, empty, truncated, non-UTF-8, of another
+//!   shape, a directory; a saved position past the end of the log, another inode, another boot,
+//!   kept entries from tomorrow; a state dir missing, not writable (run as nobody), a file. The
+//!   input holds a real failure, so each row proves the alert is not lost; each runs twice, and
+//!   the second run proves the state was rewritten (or, when it cannot be, that nothing is stuck).
 //!
 //! Every row runs the RELEASE binary. Failures are collected so one run reports every broken row.
 
@@ -42,6 +60,10 @@ struct Row {
     want: i32,
     /// Phrases the first line must contain (case-insensitive).
     phrases: Vec<&'static str>,
+    /// Phrases the whole standard output must contain (case-insensitive): long output, notes.
+    long: Vec<&'static str>,
+    /// Phrases that must appear nowhere in the standard output (case-insensitive).
+    absent: Vec<&'static str>,
     /// Extra secrets to grep for besides TOKEN.
     secrets: Vec<String>,
     /// Processes of ours that may match the marker (FUSE daemons).
@@ -63,6 +85,8 @@ fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
         ns: None,
         want: 3,
         phrases: Vec::new(),
+        long: Vec::new(),
+        absent: Vec::new(),
         secrets: Vec::new(),
         own_pids: Vec::new(),
         no_negative: false,
@@ -86,6 +110,16 @@ impl Row {
     }
     fn nobody(mut self) -> Row {
         self.nobody = true;
+        self
+    }
+    /// Phrases the long output (anywhere in stdout) must hold.
+    fn long(mut self, phrases: &[&'static str]) -> Row {
+        self.long.extend_from_slice(phrases);
+        self
+    }
+    /// Phrases stdout must not hold.
+    fn absent(mut self, phrases: &[&'static str]) -> Row {
+        self.absent.extend_from_slice(phrases);
         self
     }
 }
@@ -160,6 +194,17 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
     for p in &r.phrases {
         if !low.contains(&p.to_lowercase()) {
             errs.push(format!("first line lacks {p:?}"));
+        }
+    }
+    let all_low = out.stdout.to_lowercase();
+    for p in &r.long {
+        if !all_low.contains(&p.to_lowercase()) {
+            errs.push(format!("output lacks {p:?}"));
+        }
+    }
+    for p in &r.absent {
+        if all_low.contains(&p.to_lowercase()) {
+            errs.push(format!("output holds {p:?}"));
         }
     }
     // Output safety.
@@ -974,4 +1019,555 @@ fn hostile_names_clock_and_kmsg_permission() {
         println!("kmsg permission row: skipped: needs root and kernel.dmesg_restrict=1");
     }
     run_rows(rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FUSE faults under a kubelet pod volume path: a hung daemon (SIGSTOP: every stat hangs), a killed
+// daemon (ENOTCONN), and both beside a healthy volume.
+
+const FUSE_DRIVER: &str = "fuse.csi.example.com";
+
+/// A pod whose uid is `uid`, running on NODE (so its volume mounts are not orphaned).
+fn pod_with_uid(name: &str, uid: &str) -> serde_json::Value {
+    let mut p = running("media", name, NODE, 86400);
+    p["metadata"]["uid"] = uid.into();
+    p
+}
+
+#[test]
+fn fuse_faults_mount_checks() {
+    let test = "fuse_faults_mount_checks";
+    if !e2e::need_root(test) || !e2e::need_tool(test, "bindfs") {
+        return;
+    }
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut ns = e2e::Ns::new();
+    // One kubelet root per scenario: each row sees only its own volumes.
+    let mut daemons = Vec::new();
+    let mut volume = |ns: &mut e2e::Ns, tree: &KubeletTree, uid: &str, pv: &str| -> i32 {
+        let mp = tree.pod_csi_mount(uid, pv, FUSE_DRIVER);
+        let pid = e2e::fuse::bindfs(ns, &dp.join(format!("src-{pv}")), &mp);
+        daemons.push(pid);
+        pid
+    };
+    let hung = KubeletTree::new(&dp.join("hung"));
+    let dead = KubeletTree::new(&dp.join("dead"));
+    let mixed = KubeletTree::new(&dp.join("mixed"));
+    let p_hung = volume(&mut ns, &hung, "u-fm-hung", "pvc-fm-hung");
+    let p_dead = volume(&mut ns, &dead, "u-fm-dead", "pvc-fm-dead");
+    let p_mix_hung = volume(&mut ns, &mixed, "u-fm-mix-hung", "pvc-fm-mix-hung");
+    let p_mix_dead = volume(&mut ns, &mixed, "u-fm-mix-dead", "pvc-fm-mix-dead");
+    volume(&mut ns, &mixed, "u-fm-mix-ok", "pvc-fm-mix-ok");
+    for p in [p_hung, p_mix_hung] {
+        e2e::fuse::stop_daemon(p);
+    }
+    for p in [p_dead, p_mix_dead] {
+        e2e::fuse::kill_daemon(p);
+    }
+    let pods = write(
+        dp,
+        "pods.json",
+        serde_json::to_vec(&kubectl_list(
+            [
+                "u-fm-hung",
+                "u-fm-dead",
+                "u-fm-mix-hung",
+                "u-fm-mix-dead",
+                "u-fm-mix-ok",
+            ]
+            .iter()
+            .map(|u| pod_with_uid(&format!("pod-{u}"), u))
+            .collect(),
+        ))
+        .unwrap(),
+    );
+    let pvs = write(
+        dp,
+        "pvs.json",
+        serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+    );
+
+    // (scenario, kubelet root, ro_pvc expectation, stale_csi expectation); each is
+    // (first-line phrases, long-output phrases). Every one is CRITICAL.
+    type Want = (&'static [&'static str], &'static [&'static str]);
+    let scenarios: [(&str, &KubeletTree, Want, Want); 3] = [
+        (
+            "hung FUSE volume",
+            &hung,
+            (
+                &["1 of 1 PV filesystems read-only: pvc-fm-hung"],
+                &["the mount point does not answer (no answer in 1s)"],
+            ),
+            (
+                &["1 of 1 CSI mount stale: 1 hung"],
+                &[
+                    "hung pod mount",
+                    "no answer in 1s",
+                    "hint: restart the CSI node plugin",
+                ],
+            ),
+        ),
+        (
+            "killed FUSE daemon",
+            &dead,
+            (
+                &["1 of 1 PV filesystems read-only: pvc-fm-dead"],
+                &["stat of the mount point fails: ENOTCONN"],
+            ),
+            (
+                &["1 of 1 CSI mount stale: 1 corrupted"],
+                &[
+                    "corrupted pod mount",
+                    "ENOTCONN",
+                    "hint: restart the CSI node plugin",
+                ],
+            ),
+        ),
+        (
+            "hung + killed + healthy FUSE volumes",
+            &mixed,
+            (
+                &[
+                    "2 of 3 PV filesystems read-only",
+                    "pvc-fm-mix-hung",
+                    "pvc-fm-mix-dead",
+                ],
+                &[
+                    "does not answer (no answer in 1s)",
+                    "ENOTCONN",
+                    "pvc-fm-mix-ok is writable",
+                ],
+            ),
+            (
+                &["2 of 3 CSI mounts stale: 1 corrupted, 1 hung"],
+                &["hung pod mount", "corrupted pod mount", "healthy pod mount"],
+            ),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (what, tree, ro_want, stale_want) in scenarios {
+        for (bin, name, (first, long)) in [
+            ("check_ro_pvc_mounts", "RO_PVC_MOUNTS", ro_want),
+            ("check_stale_csi_mounts", "STALE_CSI_MOUNTS", stale_want),
+        ] {
+            let label = format!("{bin} {what}");
+            // The marker rides on the command line as an --exclude that matches no mount: the
+            // check and its forked worker (same command line) carry it, the FUSE daemons do not.
+            let mark = marker(&label);
+            let mut r = row(label, bin, name)
+                .arg("--kubelet-root")
+                .arg(s(&tree.root))
+                .args(["--probe-timeout", "1s", "--exclude", &mark])
+                .expect(2, first)
+                .long(long);
+            if bin == "check_stale_csi_mounts" {
+                r = r
+                    .args(["--node", NODE, "--pods-json"])
+                    .arg(s(&pods))
+                    .arg("--pvs-json")
+                    .arg(s(&pvs));
+            }
+            assert!(r.args.iter().any(|a| a.to_str() == Some(mark.as_str())));
+            r.marker = Some(mark);
+            r.ns = Some(ns.pid());
+            r.own_pids = daemons.clone();
+            rows.push(r);
+        }
+    }
+    run_rows(rows);
+    // The stopped daemons are SIGKILLed when `ns` drops (it owns their pids), even after a failed
+    // assertion; the mounts live in its namespace only, so the temp dir is removed afterwards.
+    drop(ns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// State files under --state-dir (check_kubelet_nested_ops, check_storage_kernel_errors)
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StateFault {
+    /// Random bytes instead of JSON.
+    Garbage,
+    Empty,
+    /// The good state cut in the middle.
+    Truncated,
+    /// The good state with invalid UTF-8 inside its first string.
+    NonUtf8,
+    /// Valid JSON of another shape.
+    WrongShape,
+    /// A saved position past the end of the log: a file offset beyond its size, a kernel
+    /// sequence number beyond the newest record. Nothing kept.
+    PositionBeyondEnd,
+    /// The saved file identity is another inode (the file was replaced). Nothing kept.
+    InodeMismatch,
+    /// Another boot id in the kernel state. Nothing kept.
+    OtherBoot,
+    /// A kept failure / record dated tomorrow, beside the real one.
+    FutureEvents,
+    /// The state file's path is a directory.
+    FileIsDir,
+    /// --state-dir does not exist (nor its parent).
+    DirMissing,
+    /// --state-dir is a root-owned 0755 directory, the check run as nobody.
+    DirNotWritable,
+    /// --state-dir is a regular file.
+    DirIsFile,
+}
+
+const STATE_FAULTS: &[StateFault] = &[
+    StateFault::Garbage,
+    StateFault::Empty,
+    StateFault::Truncated,
+    StateFault::NonUtf8,
+    StateFault::WrongShape,
+    StateFault::PositionBeyondEnd,
+    StateFault::InodeMismatch,
+    StateFault::OtherBoot,
+    StateFault::FutureEvents,
+    StateFault::FileIsDir,
+    StateFault::DirMissing,
+    StateFault::DirNotWritable,
+    StateFault::DirIsFile,
+];
+
+/// What the notes of every state fault say: none may be left in the run after the state was
+/// rewritten.
+const STATE_NOTES: &[&str] = &[
+    "is unreadable",
+    "starting afresh",
+    "was truncated",
+    "was replaced",
+    "rebooted",
+    "beyond the end",
+    "dated in the future",
+    "cannot read state",
+    "cannot write state",
+    "cannot create the directory",
+];
+
+/// One of the two checks with --state-dir, over an input holding one real failure.
+struct StateCheck {
+    bin: &'static str,
+    name: &'static str,
+    short: &'static str,
+    /// The real status and phrase of the input, with or without state.
+    want: i32,
+    phrase: &'static str,
+    /// What a kept entry dated tomorrow names (must never be reported).
+    ghost: &'static str,
+}
+
+const STATE_CHECKS: &[StateCheck] = &[
+    StateCheck {
+        bin: "check_kubelet_nested_ops",
+        name: "KUBELET_NESTED_OPS",
+        short: "nested",
+        want: 1,
+        phrase: "1 volume with failing operations in 15m: pvc-fm-state MountDevice",
+        ghost: "pvc-fm-ghost",
+    },
+    StateCheck {
+        bin: "check_storage_kernel_errors",
+        name: "STORAGE_KERNEL_ERRORS",
+        short: "kernel",
+        want: 2,
+        phrase: "journal aborted on sdc",
+        ghost: "fmghostdisk",
+    },
+];
+
+/// A kernel monotonic timestamp (µs) `ago` seconds back. /proc/uptime is CLOCK_BOOTTIME, the
+/// same as the monotonic clock the check maps records with unless the machine was suspended.
+fn kmsg_usec_ago(ago: u64) -> u64 {
+    let up = std::fs::read_to_string("/proc/uptime").expect("/proc/uptime");
+    let secs: f64 = up.split_whitespace().next().unwrap().parse().unwrap();
+    ((secs - ago as f64).max(1.0) * 1e6) as u64
+}
+
+/// Writes the check's input into `dir`; returns its arguments without --state-dir and the input
+/// file.
+fn state_inputs(c: &StateCheck, dir: &Path) -> (Vec<OsString>, PathBuf) {
+    if c.short == "nested" {
+        let now = e2e::logs::now_secs();
+        let log = write(
+            dir,
+            "kubelet.log",
+            format!(
+                "{}\n",
+                e2e::logs::json_line(
+                    now - 60,
+                    &e2e::logs::nested_op_msg(
+                        now - 60,
+                        "csi.example.com",
+                        "pvc-fm-state",
+                        "u-fm-1",
+                        2000,
+                        "MountVolume.MountDevice failed for volume \"pvc-fm-state\" (UniqueName: \"kubernetes.io/csi/csi.example.com^pvc-fm-state\") pod \"radarr-0\" (UID: \"u-fm-1\") : rpc error: code = DeadlineExceeded"
+                    )
+                )
+            ),
+        );
+        let args = vec![
+            "--journalctl".into(),
+            "/nonexistent/journalctl".into(),
+            "--log-file".into(),
+            s(&log),
+        ];
+        (args, log)
+    } else {
+        let kmsg = write(
+            dir,
+            "kmsg",
+            format!(
+                "6,1,{},-;sd 3:0:0:0: [sdc] Attached SCSI disk\n SUBSYSTEM=scsi\n3,2,{},-;Aborting journal on device sdc-8.\n",
+                kmsg_usec_ago(600),
+                kmsg_usec_ago(60)
+            ),
+        );
+        let mi = write(dir, "mountinfo", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n");
+        let args = vec![
+            "--kmsg".into(),
+            s(&kmsg),
+            "--mountinfo".into(),
+            s(&mi),
+            "--sys".into(),
+            "/nonexistent-sys".into(),
+            "--kubelet-root".into(),
+            "/nonexistent".into(),
+        ];
+        (args, kmsg)
+    }
+}
+
+/// The one state file in `dir`.
+fn the_state_file(dir: &Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "one state file in {}: {files:?}",
+        dir.display()
+    );
+    files.into_iter().next().unwrap()
+}
+
+/// Turn the good state at `sf` into the faulty one.
+fn corrupt_state(c: &StateCheck, f: StateFault, sf: &Path, input: &Path) {
+    use serde_json::{json, Value};
+    let good = std::fs::read(sf).unwrap();
+    let mut v: Value = serde_json::from_slice(&good).unwrap();
+    let nested = c.short == "nested";
+    let tomorrow_ms = (e2e::logs::now_secs() + 86400) * 1000;
+    let bytes: Vec<u8> = match f {
+        StateFault::Garbage => b"\x00\x17\x9c\xfe garbage {[ \x01\x02 \xde\xad\xbe\xef".to_vec(),
+        StateFault::Empty => Vec::new(),
+        StateFault::Truncated => good[..good.len() / 2].to_vec(),
+        StateFault::NonUtf8 => {
+            let at = good.iter().position(|&b| b == b'"').unwrap() + 1;
+            [&good[..at], b"\xff\xfe\xc3\x28", &good[at..]].concat()
+        }
+        StateFault::WrongShape => br#"{"last_seq": -1, "failures": {}, "file": "x"}"#.to_vec(),
+        StateFault::PositionBeyondEnd if nested => {
+            let size = std::fs::metadata(input).unwrap().len();
+            v["file"]["offset"] = json!(size + 1_000_000);
+            v["failures"] = json!([]);
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::PositionBeyondEnd => {
+            v["last_seq"] = json!(4_000_000_000u64);
+            v["events"] = json!([]);
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::InodeMismatch => {
+            let ino = v["file"]["ino"].as_u64().unwrap();
+            v["file"]["ino"] = json!(ino + 1_000_003);
+            v["failures"] = json!([]);
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::OtherBoot => {
+            v["boot_id"] = json!("00000000-0000-0000-0000-000000000000");
+            v["events"] = json!([]);
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::FutureEvents if nested => {
+            let mut ghost = v["failures"][0].clone();
+            ghost["t"] = json!(tomorrow_ms);
+            ghost["volume"] = json!("kubernetes.io/csi/csi.example.com^pvc-fm-ghost");
+            ghost["pv"] = json!("pvc-fm-ghost");
+            v["failures"].as_array_mut().unwrap().push(ghost);
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::FutureEvents => {
+            v["events"].as_array_mut().unwrap().push(json!({
+                "seq": 1, "t": tomorrow_ms, "category": "remount_ro",
+                "device": {"Block": "fmghostdisk"},
+                "text": "EXT4-fs (fmghostdisk): Remounting filesystem read-only"
+            }));
+            serde_json::to_vec(&v).unwrap()
+        }
+        StateFault::FileIsDir => {
+            std::fs::remove_file(sf).unwrap();
+            std::fs::create_dir(sf).unwrap();
+            return;
+        }
+        StateFault::DirMissing | StateFault::DirNotWritable | StateFault::DirIsFile => {
+            unreachable!()
+        }
+    };
+    std::fs::write(sf, bytes).unwrap();
+}
+
+/// What the first run after the fault must say beside its real status.
+fn state_fault_notes(c: &StateCheck, f: StateFault) -> &'static [&'static str] {
+    let nested = c.short == "nested";
+    match f {
+        StateFault::Garbage
+        | StateFault::Empty
+        | StateFault::Truncated
+        | StateFault::NonUtf8
+        | StateFault::WrongShape => &["is unreadable", "starting afresh"],
+        StateFault::PositionBeyondEnd if nested => &["was truncated", "read from its start"],
+        StateFault::PositionBeyondEnd => &["beyond the end of the kernel log", "read afresh"],
+        StateFault::InodeMismatch => &["was replaced (rotated)", "read the new one from its start"],
+        StateFault::OtherBoot => &["rebooted", "read afresh"],
+        StateFault::FutureEvents => &["dated in the future were dropped"],
+        StateFault::FileIsDir => &["cannot read state file", "Is a directory"],
+        StateFault::DirMissing => &[],
+        StateFault::DirNotWritable => &["cannot write state file", "Permission denied (EACCES)"],
+        StateFault::DirIsFile => &["cannot read state file", "Not a directory"],
+    }
+}
+
+/// The state rewritten by the runs of a fault's rows: the position at the end of the input and
+/// only the real failure kept.
+fn assert_state_rewritten(c: &StateCheck, label: &str, state: &Path, input: &Path) {
+    let sf = the_state_file(state);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&sf).unwrap())
+        .unwrap_or_else(|e| panic!("{label}: state {} not rewritten: {e}", sf.display()));
+    if c.short == "nested" {
+        let size = std::fs::metadata(input).unwrap().len();
+        assert_eq!(v["file"]["offset"], size, "{label}: {v}");
+        let pvs: Vec<&str> = v["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["pv"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(pvs, ["pvc-fm-state"], "{label}: {v}");
+    } else {
+        assert_eq!(v["last_seq"], 2, "{label}: {v}");
+        let cats: Vec<&str> = v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["category"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(cats, ["journal_abort"], "{label}: {v}");
+    }
+}
+
+#[test]
+fn state_faults_nested_ops_and_kernel_errors() {
+    // Only the unwritable --state-dir rows need root (to run as nobody); the rest run anyway.
+    let root = e2e::need_root("state_faults_nested_ops_and_kernel_errors, unwritable --state-dir");
+    let d = open_tempdir();
+    let mut rows = Vec::new();
+    // (check, fault, state dir, input) of the rows whose state must be rewritten.
+    let mut rewritten = Vec::new();
+    let mut unwritable = Vec::new();
+    for c in STATE_CHECKS {
+        for &f in STATE_FAULTS {
+            let applies = match f {
+                StateFault::InodeMismatch => c.short == "nested",
+                StateFault::OtherBoot => c.short == "kernel",
+                StateFault::DirNotWritable => root,
+                _ => true,
+            };
+            if !applies {
+                continue;
+            }
+            let label = format!("{} state {f:?}", c.bin);
+            let rd = d.path().join(format!("{}-{f:?}", c.short));
+            std::fs::create_dir_all(&rd).unwrap();
+            std::fs::set_permissions(&rd, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let (base, input) = state_inputs(c, &rd);
+            let state = match f {
+                StateFault::DirMissing => rd.join("no/such/state"),
+                _ => rd.join("state"),
+            };
+            match f {
+                StateFault::DirMissing => {}
+                StateFault::DirNotWritable => {
+                    std::fs::create_dir(&state).unwrap();
+                    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755))
+                        .unwrap();
+                }
+                StateFault::DirIsFile => {
+                    write(&rd, "state", "not a directory\n");
+                }
+                _ => {
+                    // A good state from a first run, then the fault.
+                    let out = Cmd::new(bin(c.bin))
+                        .args(&base)
+                        .arg("--state-dir")
+                        .arg(&state)
+                        .run();
+                    assert_eq!(out.code, c.want, "{label}: priming run: {out:?}");
+                    corrupt_state(c, f, &the_state_file(&state), &input);
+                }
+            }
+            let persists = matches!(
+                f,
+                StateFault::FileIsDir | StateFault::DirNotWritable | StateFault::DirIsFile
+            );
+            let mark = state.to_string_lossy().into_owned();
+            let mk = |label: String| {
+                let mut r = row(label, c.bin, c.name)
+                    .args(base.iter().cloned())
+                    .arg("--state-dir")
+                    .arg(s(&state))
+                    .expect(c.want, &[])
+                    .absent(&[c.ghost]);
+                r.phrases = vec![c.phrase];
+                r.nobody = f == StateFault::DirNotWritable;
+                r.marker = Some(mark.clone());
+                r
+            };
+            rows.push(mk(label.clone()).long(state_fault_notes(c, f)));
+            // A second run: the state was rewritten (or, when it cannot be, the same answer and
+            // the same note: never stuck on UNKNOWN, never a lost alert).
+            let second = mk(format!("{label} (second run)"));
+            rows.push(if persists {
+                second.long(state_fault_notes(c, f))
+            } else if c.short == "nested" {
+                // Resumed at the saved offset: nothing read, the failure known from the state.
+                second
+                    .absent(STATE_NOTES)
+                    .long(&["0 bytes, 0 candidate lines"])
+            } else {
+                second.absent(STATE_NOTES)
+            });
+            if f == StateFault::DirNotWritable {
+                unwritable.push(state.clone());
+            } else if !persists {
+                rewritten.push((c, label, state, input));
+            }
+        }
+    }
+    run_rows(rows);
+    for (c, label, state, input) in &rewritten {
+        assert_state_rewritten(c, label, state, input);
+    }
+    for state in &unwritable {
+        let left: Vec<_> = std::fs::read_dir(state).unwrap().flatten().collect();
+        assert!(
+            left.is_empty(),
+            "nobody wrote into {}: {left:?}",
+            state.display()
+        );
+    }
 }

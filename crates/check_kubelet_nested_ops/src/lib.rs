@@ -24,6 +24,9 @@ const AT_MAX_MS: u64 = 120_000;
 const STREAK_GRACE_MS: i64 = 180_000;
 /// Events kept per source in the state file.
 const STATE_MAX_EVENTS: usize = 5000;
+/// Failures dated later than this after now are ignored (and counted in a note: a clock that
+/// jumped back, or a log in another time zone than the check's), and not kept in the state.
+const FUTURE_SLACK_MS: i64 = 300_000;
 
 /// Units looked for when no `--journal-unit` is given (those present in the journal are read).
 pub const DEFAULT_UNITS: &[&str] = &[
@@ -174,10 +177,6 @@ impl VolumeState {
         self.pv.as_deref().unwrap_or(&self.volume)
     }
 }
-
-/// Failures dated further ahead than this are ignored (and noted): a clock that jumped back, or
-/// a log written in another time zone than the check's.
-const FUTURE_SLACK_MS: i64 = 300_000;
 
 /// Aggregate failures per volume (pure).
 pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState> {
@@ -425,12 +424,25 @@ const CHECK_ID: &str = "kubelet_nested_ops";
 fn load_state(
     dir: Option<&Path>,
     source: &str,
+    now: i64,
     notes: &mut Vec<String>,
 ) -> Option<(PathBuf, SourceState)> {
     let dir = dir?;
     let p = state::path(dir, CHECK_ID, source);
     match state::load::<SourceState>(&p) {
-        Ok(s) => Some((p, s.unwrap_or_default())),
+        Ok(s) => {
+            let mut s = s.unwrap_or_default();
+            let before = s.failures.len();
+            s.failures.retain(|f| f.t <= now + FUTURE_SLACK_MS);
+            if s.failures.len() < before {
+                notes.push(format!(
+                    "state file {}: {} kept failure(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+                    p.display(),
+                    before - s.failures.len()
+                ));
+            }
+            Some((p, s))
+        }
         Err(e) => {
             notes.push(e);
             Some((p, SourceState::default()))
@@ -438,8 +450,10 @@ fn load_state(
     }
 }
 
-fn keep(mut failures: Vec<Failure>, since: i64) -> Vec<Failure> {
-    failures.retain(|f| f.t >= since);
+/// The failures worth keeping in the state: those of the lookback, none from the future (they
+/// are never counted, and kept they would start counting once the clock reaches them).
+fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
+    failures.retain(|f| f.t >= since && f.t <= now + FUTURE_SLACK_MS);
     if failures.len() > STATE_MAX_EVENTS {
         failures.drain(..failures.len() - STATE_MAX_EVENTS);
     }
@@ -504,7 +518,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         );
         ctx.stage(format!("reading {name} (journalctl)"));
         let mut notes = Vec::new();
-        let st = load_state(opts.state_dir.as_deref(), &name, &mut notes);
+        let st = load_state(opts.state_dir.as_deref(), &name, now, &mut notes);
         let mut failures = st
             .as_ref()
             .map(|(_, s)| s.failures.clone())
@@ -527,7 +541,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         })
         .map_err(|e| Unknown(format!("{name}: {e}")))?;
         notes.extend(r.notes);
-        let failures = keep(failures, now - lookback);
+        let failures = keep(failures, now - lookback, now);
         if let Some((p, _)) = &st {
             let s = SourceState {
                 cursor: r.last_cursor.clone(),
@@ -586,6 +600,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         let st = load_state(
             opts.state_dir.as_deref(),
             &format!("file:{name}"),
+            now,
             &mut notes,
         );
         let mut kept = st
@@ -602,7 +617,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             files::read(path, prev.as_ref(), &o, |l| on_hit(l, &mut failures)).map_err(Unknown)?;
         notes.extend(r.notes.clone());
         kept.extend(failures);
-        let kept = keep(kept, now - lookback);
+        let kept = keep(kept, now - lookback, now);
         if let Some((p, _)) = &st {
             let s = SourceState {
                 cursor: None,
@@ -882,5 +897,78 @@ mod tests {
             "{}",
             r.summary
         );
+    }
+
+    #[test]
+    fn keep_drops_the_old_and_the_future() {
+        let now = 100 * MIN;
+        let kept = keep(
+            vec![
+                fail(now - 20 * MIN, "pvc-old", 500),
+                fail(now - MIN, "pvc-a", 500),
+                fail(now + MIN, "pvc-soon", 500),
+                fail(now + 24 * 60 * MIN, "pvc-ghost", 500),
+            ],
+            now - 15 * MIN,
+            now,
+        );
+        let pvs: Vec<_> = kept.iter().map(|f| f.pv.clone().unwrap()).collect();
+        assert_eq!(pvs, ["pvc-a", "pvc-soon"]);
+    }
+
+    /// A state file holding a failure from tomorrow beside a real one: the ghost is dropped with a
+    /// note and never saved again (it would start counting once the clock reaches it).
+    #[test]
+    fn gather_drops_kept_failures_from_the_future() {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("nested-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("kubelet.log");
+        std::fs::write(&log, "no failure here\n").unwrap();
+        let st = dir.join("state");
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--log-file",
+            log.to_str().unwrap(),
+            "--state-dir",
+            st.to_str().unwrap(),
+        ])
+        .unwrap();
+        let now = time::now_ms();
+        let sp = state::path(&st, CHECK_ID, &format!("file:{}", log.display()));
+        state::save(
+            &sp,
+            &SourceState {
+                cursor: None,
+                file: None,
+                failures: vec![
+                    fail(now - MIN, "pvc-real", 2000),
+                    fail(now + 24 * 60 * MIN, "pvc-ghost", 2000),
+                ],
+            },
+        )
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let d = gather(&opts, &ctx, now, deadline).unwrap();
+        let pvs: Vec<_> = d.failures.iter().map(|f| f.pv.clone().unwrap()).collect();
+        assert_eq!(pvs, ["pvc-real"]);
+        assert!(
+            d.sources[0]
+                .notes
+                .iter()
+                .any(|n| n.contains("1 kept failure(s) dated in the future were dropped")),
+            "{:?}",
+            d.sources
+        );
+        let saved: SourceState = state::load(&sp).unwrap().unwrap();
+        assert_eq!(saved.failures.len(), 1);
+        assert_eq!(saved.failures[0].pv.as_deref(), Some("pvc-real"));
+        // The next run: the real failure is still known, and nothing is said about the state.
+        let d = gather(&opts, &ctx, now, deadline).unwrap();
+        assert_eq!(d.failures.len(), 1);
+        assert!(d.sources[0].notes.is_empty(), "{:?}", d.sources);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -454,6 +454,25 @@ impl Opts {
     }
 }
 
+/// Kept records dated later than this after now are dropped (see [`drop_future_events`]).
+const FUTURE_SLACK_MS: i64 = 300_000;
+
+/// Drop the kept events dated in the future (beyond a small slack); returns how many. A record's
+/// wall time is mapped from the kernel's monotonic clock at read time, so it is never later than
+/// now: a future one comes from a clock set back or a state file that is not this node's, and
+/// kept, it would raise an alert until the clock catches up with it.
+pub fn drop_future_events(events: &mut Vec<Event>, now: i64) -> usize {
+    let before = events.len();
+    events.retain(|e| e.t <= now + FUTURE_SLACK_MS);
+    before - events.len()
+}
+
+/// True when a saved position `after` cannot be this log's: the whole log was read and its
+/// newest record (`max_seq`, `None` for an empty log) is older than the position (pure).
+pub fn position_beyond_log(after: u64, max_seq: Option<u64>, complete: bool) -> bool {
+    complete && max_seq.is_none_or(|m| m < after)
+}
+
 /// Read, classify, resolve.
 pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
     let host = Host::from_option(opts.host_root.as_deref());
@@ -486,45 +505,74 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             Err(e) => data.notes.push(e),
         }
     }
-    let after = st.last_seq;
-    let mut last_seq = st.last_seq;
+    let future = drop_future_events(&mut st.events, now);
+    if future > 0 {
+        data.notes.push(format!(
+            "state file {}: {future} kept record(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+            state_path.as_deref().unwrap_or(Path::new("?")).display()
+        ));
+    }
+    let mut after = st.last_seq;
     let mut events = std::mem::take(&mut st.events);
     ctx.stage(format!("reading {}", kmsg_path.display()));
-    let mut first_seq: Option<u64> = None;
-    let res = kmsg::read(&kmsg_path, deadline, |r| {
-        data.records += 1;
-        first_seq.get_or_insert(r.seq);
-        last_seq = Some(last_seq.map_or(r.seq, |s| s.max(r.seq)));
-        if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-            return;
+    let (stats, first_seq, max_seq) = loop {
+        let mut first_seq: Option<u64> = None;
+        let mut max_seq: Option<u64> = None;
+        let mut records = 0u64;
+        let res = kmsg::read(&kmsg_path, deadline, |r| {
+            records += 1;
+            first_seq.get_or_insert(r.seq);
+            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                return;
+            }
+            let t = kmsg::wall_ms(r.usec, mono_now, real_now);
+            if window_ms > 0 && t < now - window_ms {
+                return;
+            }
+            if let Some((cat, dev)) = patterns.classify(&r.text) {
+                events.push(Event {
+                    seq: r.seq,
+                    t,
+                    category: cat.label().to_string(),
+                    device: dev,
+                    text: r.text.clone(),
+                });
+            }
+        });
+        let stats = match res {
+            Ok(s) => s,
+            Err(kmsg::KmsgError::Permission(e)) => {
+                let restrict = read_trim(&host.file("/proc/sys/kernel/dmesg_restrict"))
+                    .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
+                    .unwrap_or_default();
+                return Err(Unknown(format!(
+                    "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
+                    kmsg_path.display(),
+                    node::errtext(&e)
+                )));
+            }
+            Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
+        };
+        data.records = records;
+        if let Some(a) = after.filter(|&a| position_beyond_log(a, max_seq, stats.complete)) {
+            // The newest record is never overwritten, so a saved position past it is not this
+            // log's: keeping it would skip every record until the kernel catches up with it
+            // (never, for a corrupted number). Drop the state and read the log again from its start.
+            data.notes.push(format!(
+                "state file {}: its last sequence number {a} is beyond the end of the kernel log (last record {}): the state is not this log's; read afresh",
+                state_path.as_deref().unwrap_or(Path::new("?")).display(),
+                max_seq.map_or("none".to_string(), |m| m.to_string())
+            ));
+            after = None;
+            events.clear();
+            continue;
         }
-        let t = kmsg::wall_ms(r.usec, mono_now, real_now);
-        if window_ms > 0 && t < now - window_ms {
-            return;
-        }
-        if let Some((cat, dev)) = patterns.classify(&r.text) {
-            events.push(Event {
-                seq: r.seq,
-                t,
-                category: cat.label().to_string(),
-                device: dev,
-                text: r.text.clone(),
-            });
-        }
-    });
-    let stats = match res {
-        Ok(s) => s,
-        Err(kmsg::KmsgError::Permission(e)) => {
-            let restrict = read_trim(&host.file("/proc/sys/kernel/dmesg_restrict"))
-                .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
-                .unwrap_or_default();
-            return Err(Unknown(format!(
-                "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
-                kmsg_path.display(),
-                node::errtext(&e)
-            )));
-        }
-        Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
+        break (stats, first_seq, max_seq);
+    };
+    let last_seq = match (after, max_seq) {
+        (Some(a), Some(m)) => Some(a.max(m)),
+        (a, m) => a.or(m),
     };
     if let (Some(a), Some(f)) = (after, first_seq) {
         if f > a + 1 {
@@ -870,6 +918,119 @@ mod tests {
             &Host::local(),
         );
         assert!(h.mounts.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_saved_position_past_the_newest_record_is_not_this_logs() {
+        // Read to the end, newest record older than the position: a foreign or corrupted state.
+        assert!(position_beyond_log(4_000_000_000, Some(2), true));
+        assert!(position_beyond_log(3, Some(2), true));
+        assert!(position_beyond_log(3, None, true));
+        // Nothing new since the last run: the newest record is the saved one.
+        assert!(!position_beyond_log(2, Some(2), true));
+        assert!(!position_beyond_log(2, Some(9), true));
+        // Reading stopped at the deadline: the end was not seen, nothing can be said.
+        assert!(!position_beyond_log(3, Some(2), false));
+    }
+
+    #[test]
+    fn kept_events_from_the_future_are_dropped() {
+        let now = 100 * MIN;
+        let mut evs = vec![
+            ev(1, now - MIN, "Aborting journal on device sdc-8."),
+            ev(2, now + MIN, "I/O error, dev sdc, sector 8"),
+            ev(
+                3,
+                now + 24 * 60 * MIN,
+                "EXT4-fs (sdz): Remounting filesystem read-only",
+            ),
+        ];
+        assert_eq!(drop_future_events(&mut evs, now), 1);
+        assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    /// The state of a run before: a position beyond the log's end, a record from tomorrow.
+    #[test]
+    fn gather_reads_afresh_past_a_foreign_position_and_rewrites_the_state() {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("kerr-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        let kmsg = dir.join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk\n3,2,2000,-;Aborting journal on device sdc-8.\n",
+        )
+        .unwrap();
+        let opts = Opts::try_parse_from([
+            "check_storage_kernel_errors",
+            "--kmsg",
+            kmsg.to_str().unwrap(),
+            "--state-dir",
+            dir.join("state").to_str().unwrap(),
+            "--window",
+            "0",
+            "--mountinfo",
+            "/nonexistent",
+            "--sys",
+            "/nonexistent",
+        ])
+        .unwrap();
+        let sp = state::path(&dir.join("state"), CHECK_ID, &kmsg.display().to_string());
+        let boot_id = read_trim(Path::new("/proc/sys/kernel/random/boot_id"));
+        let tomorrow = time::now_ms() + 24 * 60 * MIN;
+        let mut ghost = ev(
+            1,
+            tomorrow,
+            "EXT4-fs (sdz): Remounting filesystem read-only",
+        );
+        ghost.seq = 3_999_999_999;
+        state::save(
+            &sp,
+            &KmsgState {
+                boot_id: boot_id.clone(),
+                last_seq: Some(4_000_000_000),
+                events: vec![ghost],
+            },
+        )
+        .unwrap();
+        let gather_now = || {
+            gather(
+                &opts,
+                &Ctx::for_test(Duration::from_secs(10)),
+                Instant::now() + Duration::from_secs(5),
+            )
+            .unwrap()
+        };
+        let d = gather_now();
+        assert_eq!(d.records, 2);
+        assert_eq!(
+            d.events.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+            ["Aborting journal on device sdc-8."],
+            "{d:?}"
+        );
+        if boot_id.is_some() {
+            assert!(
+                d.notes
+                    .iter()
+                    .any(|n| n.contains("beyond the end of the kernel log")),
+                "{:?}",
+                d.notes
+            );
+            assert!(d.notes.iter().any(|n| n.contains("dated in the future")));
+        }
+        let saved: KmsgState = state::load(&sp).unwrap().unwrap();
+        assert_eq!(saved.last_seq, Some(2));
+        assert_eq!(saved.events.len(), 1);
+        // The next run starts from the rewritten state: nothing new, the finding kept, no note.
+        let d = gather_now();
+        assert_eq!(d.events.len(), 1);
+        assert!(
+            !d.notes.iter().any(|n| n.contains("state")),
+            "{:?}",
+            d.notes
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
