@@ -115,30 +115,34 @@ impl<'de, T: DeserializeOwned, F: FnMut(T)> Visitor<'de> for ItemsSeed<'_, T, F>
 
 /// Parse a list document from `r`, calling `f` for every item in order.
 /// `r` should be buffered (a `BufReader` or an in-memory slice).
-pub fn read_list<T, F, R>(r: R, mut f: F) -> Result<ListMeta, serde_json::Error>
+pub fn read_list<T, F, R>(r: R, f: F) -> Result<ListMeta, serde_json::Error>
 where
     T: DeserializeOwned,
     F: FnMut(T),
     R: Read,
 {
-    let mut de = serde_json::Deserializer::from_reader(r);
-    let meta = ListSeed {
-        f: &mut f,
-        _t: PhantomData,
-    }
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok(meta)
+    parse_list(serde_json::Deserializer::from_reader(r), f)
 }
 
 /// [`read_list`] over a document already in memory: serde_json parses a slice several times
 /// faster than a reader (strings it skips are scanned in bulk, not byte by byte).
-pub fn read_list_slice<T, F>(doc: &[u8], mut f: F) -> Result<ListMeta, serde_json::Error>
+pub fn read_list_slice<T, F>(doc: &[u8], f: F) -> Result<ListMeta, serde_json::Error>
 where
     T: DeserializeOwned,
     F: FnMut(T),
 {
-    let mut de = serde_json::Deserializer::from_slice(doc);
+    parse_list(serde_json::Deserializer::from_slice(doc), f)
+}
+
+fn parse_list<'de, T, F, R>(
+    mut de: serde_json::Deserializer<R>,
+    mut f: F,
+) -> Result<ListMeta, serde_json::Error>
+where
+    T: DeserializeOwned,
+    F: FnMut(T),
+    R: serde_json::de::Read<'de>,
+{
     let meta = ListSeed {
         f: &mut f,
         _t: PhantomData,
