@@ -24,9 +24,6 @@ const AT_MAX_MS: u64 = 120_000;
 const STREAK_GRACE_MS: i64 = 180_000;
 /// Events kept per source in the state file.
 const STATE_MAX_EVENTS: usize = 5000;
-/// Failures dated later than this after now are ignored (and counted in a note: a clock that
-/// jumped back, or a log in another time zone than the check's), and not kept in the state.
-const FUTURE_SLACK_MS: i64 = 300_000;
 
 /// Units looked for when no `--journal-unit` is given (those present in the journal are read).
 pub const DEFAULT_UNITS: &[&str] = &[
@@ -185,7 +182,7 @@ pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState
     for f in failures {
         // Ignore what is older than the lookback and what claims to be far in the future
         // (evaluate notes the latter).
-        if f.t < now - lookback || f.t > now + FUTURE_SLACK_MS {
+        if f.t < now - lookback || state::from_future(f.t, now) {
             continue;
         }
         by.entry(f.volume.as_str()).or_default().push(f);
@@ -301,7 +298,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
     let future = data
         .failures
         .iter()
-        .filter(|f| f.t > now + FUTURE_SLACK_MS)
+        .filter(|f| state::from_future(f.t, now))
         .count();
     if future > 0 {
         report = report.note(format!(
@@ -432,13 +429,11 @@ fn load_state(
     match state::load::<SourceState>(&p) {
         Ok(s) => {
             let mut s = s.unwrap_or_default();
-            let before = s.failures.len();
-            s.failures.retain(|f| f.t <= now + FUTURE_SLACK_MS);
-            if s.failures.len() < before {
+            let dropped = state::drop_future(&mut s.failures, now, |f| f.t);
+            if dropped > 0 {
                 notes.push(format!(
-                    "state file {}: {} kept failure(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+                    "state file {}: {dropped} kept failure(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
                     p.display(),
-                    before - s.failures.len()
                 ));
             }
             Some((p, s))
@@ -453,7 +448,7 @@ fn load_state(
 /// The failures worth keeping in the state: those of the lookback, none from the future (they
 /// are never counted, and kept they would start counting once the clock reaches them).
 fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
-    failures.retain(|f| f.t >= since && f.t <= now + FUTURE_SLACK_MS);
+    failures.retain(|f| f.t >= since && !state::from_future(f.t, now));
     if failures.len() > STATE_MAX_EVENTS {
         failures.drain(..failures.len() - STATE_MAX_EVENTS);
     }

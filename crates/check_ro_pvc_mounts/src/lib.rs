@@ -104,7 +104,8 @@ pub struct Volume {
     pub fstype: String,
     pub source: String,
     pub block_dev: Option<String>,
-    pub super_options: Vec<String>,
+    /// Options of the filesystem itself (the superblock), comma-separated as in mountinfo.
+    pub super_options: String,
     /// (mount point, per-mount read-only)
     pub mounts: Vec<(PathBuf, bool)>,
     pub pod_uids: BTreeSet<String>,
@@ -155,7 +156,6 @@ pub fn group(
             key,
             fstype: m.fstype.clone(),
             source: m.source.clone(),
-            super_options: m.super_opts().map(str::to_string).collect(),
             block_mode,
             block_dev: block_mode.then(|| m.root.trim_start_matches('/').to_string()),
             ..Default::default()
@@ -172,15 +172,8 @@ pub fn group(
         }
         // The super options are the filesystem's: the same on every mount, but take the
         // latest-listed in case the table was read mid-change.
-        if !v
-            .super_options
-            .iter()
-            .map(String::as_str)
-            .eq(m.super_opts())
-        {
-            v.super_options = m.super_opts().map(str::to_string).collect();
-        }
         let ro = m.mount_ro();
+        v.super_options = m.super_options;
         v.mounts.push((m.mount_point, ro));
     }
     by_key.into_values().collect()
@@ -318,7 +311,7 @@ fn in_hidden_ro_window(kernel: Option<(u32, u32, u32)>) -> bool {
 
 /// The decision for one volume. Pure.
 pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) -> Verdict {
-    let has = |o: &str| v.super_options.iter().any(|x| x == o);
+    let has = |o: &str| v.super_options.split(',').any(|x| x == o);
     let errors = v.ext4_errors.as_ref().filter(|e| e.count > 0);
     let err_text = errors.map(|e| {
         let mut s = format!("{} ext4 error(s) recorded", e.count);
@@ -413,16 +406,14 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
 
 fn short_name(v: &Volume, names: &Names) -> String {
     if v.names.is_empty() {
-        return format!("volume on {}", v.source);
+        format!("volume on {}", v.source)
+    } else {
+        v.names
+            .iter()
+            .map(|n| names.volume(n, v.pod_uids.iter().map(String::as_str)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
-    let mut out = String::new();
-    for (i, n) in v.names.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(&names.volume(n, v.pod_uids.iter().map(String::as_str)));
-    }
-    out
 }
 
 /// The volumes and pods whose names the report needs: those of non-OK volumes only, so a
@@ -444,21 +435,6 @@ pub fn wanted(data: &NodeData) -> Wanted {
         }
     }
     w
-}
-
-fn describe(v: &Volume) -> impl std::fmt::Display + '_ {
-    struct D<'a>(&'a Volume);
-    impl std::fmt::Display for D<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            let v = self.0;
-            if v.block_mode {
-                write!(f, "block device {}", v.block_dev.as_deref().unwrap_or("?"))
-            } else {
-                write!(f, "{} on {} ({})", v.fstype, v.source, v.key)
-            }
-        }
-    }
-    D(v)
 }
 
 /// The whole decision without names. Pure.
@@ -495,9 +471,13 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         // thousands of these (most are only shown at -v or in JSON).
         use std::fmt::Write as _;
         let mut text = short_name(v, names);
-        let _ = write!(text, " {what} — {}", describe(v));
+        let _ = if v.block_mode {
+            let dev = v.block_dev.as_deref().unwrap_or("?");
+            write!(text, " {what} — block device {dev}")
+        } else {
+            write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
+        };
         let mut f = Finding::new(status, text);
-        f.details.reserve_exact(1 + v.mounts.len());
         if !v.pod_uids.is_empty() {
             let mut d = String::from("pods: ");
             for (i, u) in v.pod_uids.iter().enumerate() {
@@ -514,14 +494,11 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
             f.details.push(d);
         }
         for (mp, mro) in &v.mounts {
-            let mp = mp.to_string_lossy();
-            let mut d = String::with_capacity(7 + mp.len() + 10);
-            d.push_str("mount: ");
-            d.push_str(&mp);
-            if *mro {
-                d.push_str(" (ro bind)");
-            }
-            f.details.push(d);
+            f = f.detail(format!(
+                "mount: {}{}",
+                mp.display(),
+                if *mro { " (ro bind)" } else { "" }
+            ));
         }
         findings.push(f);
     }

@@ -454,17 +454,12 @@ impl Opts {
     }
 }
 
-/// Kept records dated later than this after now are dropped (see [`drop_future_events`]).
-const FUTURE_SLACK_MS: i64 = 300_000;
-
 /// Drop the kept events dated in the future (beyond a small slack); returns how many. A record's
 /// wall time is mapped from the kernel's monotonic clock at read time, so it is never later than
 /// now: a future one comes from a clock set back or a state file that is not this node's, and
 /// kept, it would raise an alert until the clock catches up with it.
 pub fn drop_future_events(events: &mut Vec<Event>, now: i64) -> usize {
-    let before = events.len();
-    events.retain(|e| e.t <= now + FUTURE_SLACK_MS);
-    before - events.len()
+    state::drop_future(events, now, |e| e.t)
 }
 
 /// True when a saved position `after` cannot be this log's: the whole log was read and its

@@ -158,10 +158,7 @@ fn relative<'a>(mount_point: &'a Path, root: &Path) -> Option<std::borrow::Cow<'
     } else {
         mount_point.strip_prefix(root).ok()?.as_os_str().as_bytes()
     };
-    Some(match std::str::from_utf8(rel) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(rel),
-    })
+    Some(crate::lossy(rel))
 }
 
 /// Classify a mount point. Returns `None` for mounts that are not volumes (e.g. the kubelet root

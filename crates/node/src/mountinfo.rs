@@ -252,11 +252,7 @@ pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
 pub fn read_with(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Mount>, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
-    // Validate as UTF-8 first (fast); only a table with invalid bytes pays for the lossy copy.
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => std::borrow::Cow::Borrowed(t),
-        Err(_) => String::from_utf8_lossy(&bytes),
-    };
+    let text = crate::lossy(&bytes);
     if text.trim().is_empty() {
         return Err(format!("{} is empty: not a mount table", path.display()));
     }

@@ -5,6 +5,23 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Kept entries (failures, kernel records) dated later than this after now are not trusted: they
+/// come from a clock that was set back or a state that is not this node's, and kept, they would
+/// start counting once the clock reaches them. Clock skew below this is tolerated.
+pub const FUTURE_SLACK_MS: i64 = 300_000;
+
+/// True when epoch-ms `t` lies beyond [`FUTURE_SLACK_MS`] after `now`.
+pub fn from_future(t: i64, now: i64) -> bool {
+    t > now + FUTURE_SLACK_MS
+}
+
+/// Drop the entries of `v` dated in the future (by `t`, epoch ms); returns how many went.
+pub fn drop_future<T>(v: &mut Vec<T>, now: i64, t: impl Fn(&T) -> i64) -> usize {
+    let before = v.len();
+    v.retain(|x| !from_future(t(x), now));
+    before - v.len()
+}
+
 /// `<dir>/<check>.<source id>.json`; the source id is reduced to `[A-Za-z0-9._-]`.
 pub fn path(dir: &Path, check: &str, source: &str) -> PathBuf {
     let id: String = source
