@@ -1,6 +1,6 @@
 //! A regular file mapped read-only into memory.
 //!
-//! Parsing a large `--pods-json` document in memory is several times faster than streaming it,
+//! Parsing a large `--pods-json` document or `--mountinfo` table in memory is several times faster than streaming it,
 //! and mapping it costs neither a copy nor a page fault per 4 KiB of a fresh buffer (the kernel
 //! maps page-cache pages around each fault). The one difference from `read`: if another process
 //! truncates the file while it is mapped, touching the lost pages raises SIGBUS, which ends the
@@ -64,6 +64,35 @@ pub fn map(file: &std::fs::File, len: u64) -> std::io::Result<Mapped> {
     Ok(Mapped { ptr: p, len })
 }
 
+/// A whole file's bytes: mapped when it is a regular file with a size, read otherwise (procfs
+/// files such as `/proc/1/mountinfo` report size 0 and cannot be mapped).
+pub enum FileBytes {
+    Mapped(Mapped),
+    Read(Vec<u8>),
+}
+
+impl Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Read(v) => v,
+        }
+    }
+}
+
+/// The bytes of `path`, without copying a large regular file into the heap.
+pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.len() > 0 {
+        return map(&file, meta.len()).map(FileBytes::Mapped);
+    }
+    let mut v = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut v)?;
+    Ok(FileBytes::Read(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,7 +108,11 @@ mod tests {
             let f = std::fs::File::open(&p).unwrap();
             let m = map(&f, size as u64).unwrap();
             assert_eq!(&m[..], &data[..], "size {size}");
+            assert_eq!(&read(&p).unwrap()[..], &data[..], "size {size}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+        // procfs: size 0, read not mapped.
+        let own = read(std::path::Path::new("/proc/self/mountinfo")).unwrap();
+        assert!(matches!(own, FileBytes::Read(_)) && !own.is_empty());
     }
 }

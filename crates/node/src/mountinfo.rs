@@ -205,6 +205,15 @@ pub fn escape(path: &str) -> String {
     out
 }
 
+/// The first `max` bytes of `s` (fewer, to end on a character boundary).
+fn head(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Parse a whole mountinfo text. The first garbled line is an error naming it.
 pub fn parse(text: &str, path: &str) -> Result<Vec<Mount>, ParseError> {
     parse_with(text, path, |_| true)
@@ -235,8 +244,10 @@ pub fn parse_with(
                     path: path.to_string(),
                     line: i + 1,
                     reason,
-                    excerpt: plugin::render::truncate(&plugin::sanitize(line), 120),
-                })
+                    // Only the head of the line is shown: sanitize that, not a garbage line of
+                    // hundreds of megabytes.
+                    excerpt: plugin::render::truncate(&plugin::sanitize(head(line, 480)), 120),
+                });
             }
         }
     }
@@ -250,7 +261,7 @@ pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
 
 /// [`read`], keeping only mount points (escaped, as in the file) that pass `keep`.
 pub fn read_with(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Mount>, String> {
-    let bytes = std::fs::read(path)
+    let bytes = crate::mapped::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
     let text = crate::lossy(&bytes);
     if text.trim().is_empty() {
@@ -308,6 +319,19 @@ mod tests {
         assert_eq!(escape("/a b\\c"), "/a\\040b\\134c");
         let m = parse_with(SAMPLE, "t", |mp| mp.starts_with(&escape("/mnt/with space"))).unwrap();
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn a_huge_garbled_line_is_named_by_its_head() {
+        let line = "é".repeat(5_000_000);
+        let e = parse(&line, "t").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(
+            e.excerpt.chars().count() <= 120 && e.excerpt.starts_with("éé"),
+            "{e}"
+        );
+        assert_eq!(head("aé", 2), "a");
+        assert_eq!(head("ab", 10), "ab");
     }
 
     #[test]
