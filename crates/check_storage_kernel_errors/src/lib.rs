@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 const LONG_ABOUT: &str = "\
 Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer) for storage
 errors and names the volumes they hit: ext4 errors, journal aborts, read-only remounts, XFS
-shutdowns, block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
+shutdowns, corruption (XFS corruption, internal errors, failed log recovery) and lost writes (ext4
+unwritten extents not converted, ext4 writeback refused, JBD2 file data flush errors, loop write
+errors), block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
 timeouts, hung tasks. Each device is mapped through the mount table to its mount points and,
 under a kubelet root, to its PersistentVolume.
 
-CRITICAL: read-only remount, journal abort, XFS shutdown, SCSI device offline, iSCSI session
-recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
+CRITICAL: read-only remount, journal abort, XFS shutdown, corruption, lost writes, SCSI device
+offline, iSCSI session recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
 hung task, --warning-pattern. Only records of the last --window count (their monotonic time
 mapped to the wall clock); with --state-dir only records newer than the last run's sequence
 number are read (a reboot, seen by a new boot id, starts afresh) and the window's findings are
