@@ -52,7 +52,8 @@ written atomically), so a big log is read once, and the failures of the window a
     name = "check_kubelet_nested_ops",
     version,
     about = "Alert on kubelet volume operations stuck in exponential backoff",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -77,35 +78,27 @@ pub struct Opts {
     pub log_file: Vec<PathBuf>,
 
     /// Only failures of the last DURATION count
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = plugin::args::duration)]
     pub window: Duration,
 
     /// CRITICAL when a volume has kept failing for longer than this
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration)]
     pub stuck: Duration,
 
     /// Keep the read position (journal cursor, file inode+offset) and recent failures here
     #[arg(long = "state-dir", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)
-    #[arg(long = "host-root", value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     /// Warning range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'w', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'w', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub warning: Option<Range>,
 
     /// Critical range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'c', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'c', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub critical: Option<Range>,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse(s).map_err(|e| e.to_string())
 }
 
 /// What one source gave.
@@ -392,19 +385,6 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         )
 }
 
-trait MinRank {
-    fn min_rank(self, other: Status) -> Status;
-}
-impl MinRank for Status {
-    fn min_rank(self, other: Status) -> Status {
-        if self.rank() <= other.rank() {
-            self
-        } else {
-            other
-        }
-    }
-}
-
 /// What a source keeps between runs.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SourceState {
@@ -462,7 +442,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
     let mut data = Data::default();
     let journal_dir = opts.journal_dir.clone().or_else(|| {
         // The persistent journal, else the volatile one (Storage=volatile/auto without /var/log/journal).
-        opts.host_root.as_ref().map(|r| {
+        opts.host.host_root.as_ref().map(|r| {
             let persistent = r.join("var/log/journal");
             if persistent.is_dir() {
                 persistent

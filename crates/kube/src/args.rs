@@ -24,10 +24,10 @@ pub struct NodeArg {
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub node: Option<String>,
 
-    /// Where the host's / is mounted when running in a container (e.g. /host): the node name
-    /// then comes from $NODE_NAME or the host's /etc/hostname, not the pod's
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<PathBuf>,
+    /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
+    /// /etc/hostname, not the pod's.
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 }
 
 impl NodeArg {
@@ -36,11 +36,9 @@ impl NodeArg {
     pub fn name(&self) -> Result<String, plugin::Unknown> {
         match &self.node {
             Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-            _ => node::Host::from_option(self.host_root.as_deref())
-                .hostname()
-                .ok_or_else(|| {
-                    plugin::Unknown("cannot tell this host's name: give --node NAME".into())
-                }),
+            _ => self.host.host().hostname().ok_or_else(|| {
+                plugin::Unknown("cannot tell this host's name: give --node NAME".into())
+            }),
         }
     }
 }
