@@ -179,6 +179,35 @@ pub fn group(
     by_key.into_values().collect()
 }
 
+/// A `--kubelet-root` that does not exist must not read as "no PV mounts on this node".
+fn check_roots(o: &Opts, host: &Host) -> Result<(), Unknown> {
+    if let Some(r) = kubelet::missing_roots(&o.kubelet_root, host).first() {
+        return Err(Unknown(format!(
+            "--kubelet-root {}: no such directory on this node",
+            r.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Without the right to look into the kubelet's directories every probe would fail with EACCES:
+/// say what is missing instead of reporting every volume as broken.
+fn check_access(roots: &[PathBuf], host: &Host) -> Result<(), Unknown> {
+    for r in roots {
+        let pods = host.mount_path(r.join("pods"));
+        if let Err(e) = std::fs::read_dir(&pods) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(Unknown(format!(
+                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
+                    r.join("pods").display(),
+                    node::errtext(&e)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Read everything the decision needs, under the deadline.
 pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let host = Host::from_option(o.host_root.as_deref());
@@ -186,13 +215,11 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         return Err(Unknown(problem));
     }
     let sys = o.sys.clone().unwrap_or_else(|| host.sys());
-    if let Some(r) = kubelet::missing_roots(&o.kubelet_root, &host).first() {
-        return Err(Unknown(format!(
-            "--kubelet-root {}: no such directory on this node",
-            r.display()
-        )));
-    }
-    let roots = kubelet::roots(&o.kubelet_root, &host);
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = o.mountinfo.is_none() && kubelet::roots_are_own(&o.kubelet_root, &host);
+    node::privilege::elevated_if(own, || check_roots(o, &host))?;
+    let roots = node::privilege::elevated_if(own, || kubelet::roots(&o.kubelet_root, &host));
     if roots.is_empty() {
         return Err(Unknown(format!(
             "no kubelet root found (looked for {}); give --kubelet-root",
@@ -207,20 +234,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    // Without the right to look into the kubelet's directories every probe would fail with
-    // EACCES: say what is missing instead of reporting every volume as broken.
-    for r in &roots {
-        let pods = host.mount_path(r.join("pods"));
-        if let Err(e) = std::fs::read_dir(&pods) {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                return Err(Unknown(format!(
-                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
-                    r.join("pods").display(),
-                    node::errtext(&e)
-                )));
-            }
-        }
-    }
+    node::privilege::elevated_if(own, || check_access(&roots, &host))?;
     ctx.stage("reading the mount table");
     let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
     ctx.debug(format!("mount table: {}", mi.display()));
@@ -277,7 +291,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             host.mount_path(mp)
         })
         .collect();
-    let outcomes = probe::probe_many(&targets, timeout, 16);
+    let outcomes = node::privilege::elevated_if(own, || probe::probe_many(&targets, timeout, 16));
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -285,7 +299,10 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
     ctx.debug(format!("kernel: {kernel:?}"));
-    let can_read_all = node::host::has_capability(2) || node::host::has_capability(1);
+    // What the probes ran with: the binary's own privilege for the node's own roots.
+    let can_read_all = node::privilege::elevated_if(own, || {
+        node::host::has_capability(2) || node::host::has_capability(1)
+    });
     Ok(NodeData {
         volumes,
         kernel,

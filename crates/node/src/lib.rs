@@ -9,6 +9,7 @@ pub mod kubelet;
 pub mod logs;
 pub mod mapped;
 pub mod mountinfo;
+pub mod privilege;
 pub mod probe;
 
 pub use host::Host;

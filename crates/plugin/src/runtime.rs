@@ -231,9 +231,12 @@ pub fn main<C: Check>() -> ! {
 }
 
 /// The privilege boundary, before any check code runs: a privileged binary (`AT_SECURE`) refuses
-/// callers outside the group owning its file (see [`crate::privilege`]).
+/// callers outside the group owning its file, and otherwise lowers itself to the caller's
+/// privilege; checks raise it again only around the node's own sources (see
+/// [`crate::privilege`] and `node::privilege`).
 fn privileged_start() -> Result<(), String> {
-    crate::privilege::gate()
+    crate::privilege::gate()?;
+    crate::privilege::lower_process()
 }
 
 /// Answer UNKNOWN with `why`, in the requested format, without running the check.
