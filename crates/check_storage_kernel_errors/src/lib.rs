@@ -500,6 +500,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
     let roots = opts.kubelet_root.resolve_if_any(&host)?;
     let kmsg_path = opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"));
+    let own_kmsg = opts.kmsg.is_none() && host.is_local();
     let patterns = opts.patterns();
     let window_ms = opts.window.as_millis() as i64;
     let (mono_now, real_now) = kmsg::clocks();
@@ -542,26 +543,29 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         let mut first_seq: Option<u64> = None;
         let mut max_seq: Option<u64> = None;
         let mut records = 0u64;
-        let res = kmsg::read(&kmsg_path, deadline, |r| {
-            records += 1;
-            first_seq.get_or_insert(r.seq);
-            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-                return;
-            }
-            let t = kmsg::wall_ms(r.usec, mono_now, real_now);
-            if window_ms > 0 && t < now - window_ms {
-                return;
-            }
-            if let Some((cat, dev)) = patterns.classify(&r.text) {
-                events.push(Event {
-                    seq: r.seq,
-                    t,
-                    category: cat.label().to_string(),
-                    device: dev,
-                    text: r.text.clone(),
-                });
-            }
+        // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
+        let res = node::privilege::elevated_if(own_kmsg, || {
+            kmsg::read(&kmsg_path, deadline, |r| {
+                records += 1;
+                first_seq.get_or_insert(r.seq);
+                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                    return;
+                }
+                let t = kmsg::wall_ms(r.usec, mono_now, real_now);
+                if window_ms > 0 && t < now - window_ms {
+                    return;
+                }
+                if let Some((cat, dev)) = patterns.classify(&r.text) {
+                    events.push(Event {
+                        seq: r.seq,
+                        t,
+                        category: cat.label().to_string(),
+                        device: dev,
+                        text: r.text.clone(),
+                    });
+                }
+            })
         });
         let stats = match res {
             Ok(s) => s,

@@ -419,10 +419,29 @@ fn value_kind(a: &clap::Arg, has_possible: bool) -> &'static str {
 pub fn main<C: Check>() -> ! {
     install_panic_hook(C::NAME, C::BINARY);
     let code = match parse::<C, _, _>(std::env::args_os(), write_out) {
-        Ok(opts) => run_forked(opts, write_out),
+        Ok(opts) => match privileged_start() {
+            Ok(()) => run_forked(opts, write_out),
+            Err(why) => refuse::<C>(opts.common(), why, write_out),
+        },
         Err(code) => code,
     };
     std::process::exit(code)
+}
+
+/// The privilege boundary, before any check code runs: a privileged binary (`AT_SECURE`) refuses
+/// callers outside the group owning its file, and otherwise lowers itself to the caller's
+/// privilege; checks raise it again only around the node's own sources (see
+/// [`crate::privilege`] and `node::privilege`).
+fn privileged_start() -> Result<(), String> {
+    crate::privilege::gate()?;
+    crate::privilege::lower_process()
+}
+
+/// Answer UNKNOWN with `why`, in the requested format, without running the check.
+fn refuse<C: Check>(common: &CommonArgs, why: String, out: impl Fn(&str)) -> i32 {
+    let report = Report::unknown(why);
+    out(&finish::<C>(&report, common, &[], Duration::ZERO));
+    report.status.code()
 }
 
 /// Parse arguments; usage errors, `--help` and `--version` are answered here (exit code 3).
@@ -521,6 +540,9 @@ where
         Err(code) => return code,
     };
     let common = opts.common().clone();
+    if let Err(why) = crate::privilege::gate() {
+        return refuse::<C>(&common, why, out);
+    }
     let ctx = Arc::new(Ctx::new(
         work_budget(common.timeout.duration),
         common.verbose,

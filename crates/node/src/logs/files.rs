@@ -8,7 +8,6 @@
 //!   is read from the old offset; then the new file from 0.
 
 use super::scan::{scan, Scan, ScanStats};
-use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -42,7 +41,7 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let base = path.file_name()?.to_string_lossy().into_owned();
-    std::fs::read_dir(dir)
+    crate::privilege::as_caller(|| std::fs::read_dir(dir))
         .ok()?
         .filter_map(|e| e.ok())
         .find_map(|e| {
@@ -64,7 +63,8 @@ pub fn read(
     mut on_hit: impl FnMut(&[u8]),
 ) -> Result<FileRead, String> {
     let err = |e: std::io::Error| format!("cannot read {}: {}", path.display(), crate::errtext(&e));
-    let mut f = File::open(path).map_err(err)?;
+    // `--log-file`: the caller's path, opened with the caller's privilege.
+    let mut f = crate::privilege::open(path).map_err(err)?;
     let md = f.metadata().map_err(err)?;
     if md.is_dir() {
         return Err(format!("cannot read {}: it is a directory", path.display()));
@@ -91,7 +91,7 @@ pub fn read(
         } else {
             match find_rotated(path, p.dev, p.ino) {
                 Some(old) => {
-                    let mut of = File::open(&old).map_err(err)?;
+                    let mut of = crate::privilege::open(&old).map_err(err)?;
                     let olen = of.metadata().map(|m| m.len()).unwrap_or(0);
                     if olen >= p.offset {
                         of.seek(SeekFrom::Start(p.offset)).map_err(err)?;
