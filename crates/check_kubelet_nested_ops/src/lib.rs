@@ -6,7 +6,7 @@
 pub mod parse;
 
 use clap::Parser;
-use node::logs::{files, journal, scan, state, time};
+use node::logs::{files, journal, scan, state, time, wrap};
 use parse::Failure;
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
@@ -38,6 +38,9 @@ Reads the kubelet's log (journal or files) for failed volume operations: the
 NestedPendingOperations lines 'Operation for ... failed. No retries permitted until ...
 (durationBeforeRetry ...). Error: ...' (MountDevice, UnmountDevice/GetDeviceMountRefs, SetUp,
 TearDown, Attach...). One stuck operation blocks every pod needing that volume on the node.
+A kubelet run in a container logs through its runtime: Docker json-file lines
+(/var/lib/docker/containers/<id>/<id>-json.log) and CRI lines (/var/log/pods/<ns>_<pod>_<uid>/
+<container>/0.log, 'P' partial records joined with the next) are unwrapped per line.
 
 WARNING: a volume operation failed within --window.
 CRITICAL: a volume has kept failing for longer than --stuck, or its retry backoff sits at the
@@ -72,7 +75,9 @@ pub struct Opts {
     #[arg(long, value_name = "PATH", default_value = "journalctl")]
     pub journalctl: PathBuf,
 
-    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`
+    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`, a Docker
+    /// json-file log (/var/lib/docker/containers/<id>/<id>-json.log) or a CRI log
+    /// (/var/log/pods/<ns>_<pod>_<uid>/kubelet/0.log)
     #[arg(long = "log-file", value_name = "PATH")]
     pub log_file: Vec<PathBuf>,
 
@@ -564,10 +569,16 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
     for path in &opts.log_file {
         let mut failures = Vec::new();
         let mut notes = Vec::new();
-        let on_hit = |line: &[u8], out: &mut Vec<Failure>| {
-            if let Some(f) = parse::parse_line(line, None, now, &tz) {
+        // Lines wrapped by a container runtime (Docker json-file, CRI) are unwrapped per line, a
+        // partial line joined with the next; the runtime's timestamp is the entry's time.
+        let mut joiner = wrap::Joiner::new();
+        let on_logical = |l: wrap::Logical, out: &mut Vec<Failure>| {
+            if let Some(f) = parse::parse_line(l.text.as_bytes(), l.time_ms, now, &tz) {
                 out.push(f);
             }
+        };
+        let on_hit = |line: &[u8], out: &mut Vec<Failure>, joiner: &mut wrap::Joiner| {
+            joiner.feed(line, |l| on_logical(l, out))
         };
         if path.as_os_str() == "-" {
             ctx.stage("reading stdin");
@@ -578,8 +589,14 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             };
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
-            let s = scan::scan(&mut lock, &o, |l| on_hit(l, &mut failures), |_| {})
-                .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            let s = scan::scan_follow(
+                &mut lock,
+                &o,
+                |l| on_hit(l, &mut failures, &mut joiner),
+                |_| {},
+            )
+            .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            joiner.finish(|l| on_logical(l, &mut failures));
             data.failures.extend(failures);
             data.sources.push(SourceInfo {
                 name: "stdin".into(),
@@ -608,8 +625,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             deadline: Some(read_deadline),
             consume_partial_tail: false,
         };
-        let r =
-            files::read(path, prev.as_ref(), &o, |l| on_hit(l, &mut failures)).map_err(Unknown)?;
+        let r = files::read(path, prev.as_ref(), &o, |l| {
+            on_hit(l, &mut failures, &mut joiner)
+        })
+        .map_err(Unknown)?;
+        // A partial piece that ends what is written so far is parsed as far as it goes (the
+        // needle and the operation key are in the first piece); its rest comes alone next run.
+        joiner.finish(|l| on_logical(l, &mut failures));
         notes.extend(r.notes.clone());
         kept.extend(failures);
         let kept = keep(kept, now - lookback, now);
@@ -909,6 +931,89 @@ mod tests {
         );
         let pvs: Vec<_> = kept.iter().map(|f| f.pv.clone().unwrap()).collect();
         assert_eq!(pvs, ["pvc-a", "pvc-soon"]);
+    }
+
+    /// A kubelet run in a container: its lines reach the file wrapped by the runtime. Docker's
+    /// json-file driver escapes the klog line into `"log"` (the operation key's quotes become
+    /// `\"`); the CRI format prefixes time, stream and tag, and a `P` line continues in the
+    /// next record, which does not hold the needle. Mixed in one file (a node moved from
+    /// dockershim to containerd keeps both shapes in its collected logs), detected per line.
+    #[test]
+    fn gather_reads_docker_json_file_and_cri_wrapped_lines() {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("nested-wrap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let now = time::now_ms();
+        // The runtime's times (RFC 3339, UTC), 5 and 3 minutes ago.
+        let rfc = |ms: i64| {
+            let (y, mo, d) = time::civil_from_days(ms.div_euclid(86_400_000));
+            let s = ms.rem_euclid(86_400_000) / 1000;
+            format!(
+                "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.123456789Z",
+                s / 3600,
+                s / 60 % 60,
+                s % 60
+            )
+        };
+        let klog = |pv: &str, backoff: &str| {
+            format!(
+                r#"E1203 06:02:55.123456    2166 nestedpendingoperations.go:348] Operation for "{{volumeName:kubernetes.io/csi/driver.longhorn.io^{pv} podName: nodeName:}}" failed. No retries permitted until 2026-12-03 06:04:57.123456789 +0000 UTC m=+8812235.211760637 (durationBeforeRetry {backoff}). Error: GetDeviceMountRefs check failed for volume "{pv}" (UniqueName: "kubernetes.io/csi/driver.longhorn.io^{pv}") on node "node-1" : the device mount path "/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/0716/globalmount" is still mounted by other references [/var/lib/kubelet/pods/0d6a/volumes/kubernetes.io~csi/{pv}/mount]"#
+            )
+        };
+        let docker = serde_json::json!({
+            "log": format!("{}\n", klog("pvc-docker", "1m4s")),
+            "stream": "stderr",
+            "time": rfc(now - 5 * MIN),
+        })
+        .to_string();
+        assert!(
+            docker.contains(r#"Operation for \"{volumeName"#),
+            "{docker}"
+        );
+        let cri_full = format!(
+            "{} stderr F {}",
+            rfc(now - 3 * MIN),
+            klog("pvc-cri", "2m2s")
+        );
+        let long = klog("pvc-partial", "32s");
+        let (head, tail) = long.split_at(long.find("still mounted").unwrap());
+        let t = rfc(now - 2 * MIN);
+        let content = format!(
+            "{docker}\n{{\"log\":\"I1203 06:00:00.000000    2166 kubelet.go:1] noise\\n\",\"stream\":\"stderr\",\"time\":\"{t}\"}}\n{cri_full}\n{t} stderr P {head}\n{t} stderr F {tail}\n{t} stderr F I1203 06:00:00.000000 2166 x.go:1] after\n"
+        );
+        let log = dir.join("0.log");
+        std::fs::write(&log, content).unwrap();
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--log-file",
+            log.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let d = gather(&opts, &ctx, now, deadline).unwrap();
+        let got: Vec<(String, i64, u64)> = d
+            .failures
+            .iter()
+            .map(|f| (f.pv.clone().unwrap(), f.t, f.backoff_ms))
+            .collect();
+        let at = |ago: i64| (now - ago).div_euclid(1000) * 1000 + 123;
+        // The runtime's time is the entry's (the klog header's 06:02:55 is ignored).
+        assert_eq!(
+            got,
+            [
+                ("pvc-docker".to_string(), at(5 * MIN), 64_000),
+                ("pvc-cri".to_string(), at(3 * MIN), 122_000),
+                ("pvc-partial".to_string(), at(2 * MIN), 32_000)
+            ]
+        );
+        // The joined line keeps the references, which were in the second piece.
+        assert!(d.failures[2]
+            .error
+            .ends_with("still mounted by other references [/var/lib/kubelet/pods/0d6a/volumes/kubernetes.io~csi/pvc-partial/mount]"));
+        assert_eq!(d.failures[0].op, "UnmountDevice (GetDeviceMountRefs)");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A state file holding a failure from tomorrow beside a real one: the ghost is dropped with a
