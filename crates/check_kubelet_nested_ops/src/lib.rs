@@ -128,6 +128,94 @@ pub struct SourceInfo {
 pub struct Data {
     pub failures: Vec<Failure>,
     pub sources: Vec<SourceInfo>,
+    /// Each volume's run of failures as far back as any line read (this run's and, with
+    /// --state-dir, earlier runs'): what tells the true age past the window and log rotation.
+    pub streaks: Vec<Streak>,
+}
+
+/// The `durationBeforeRetry` of an operation's first failure (pkg/util/goroutinemap/
+/// exponentialbackoff `initialDurationBeforeRetry`): a run that starts with it starts there.
+pub const INITIAL_BACKOFF_MS: u64 = 500;
+
+/// One volume's run of failures: gaps no longer than the backoff + grace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Streak {
+    pub volume: String,
+    /// The first failure seen of the run, and its backoff.
+    pub start: i64,
+    pub start_backoff_ms: u64,
+    /// The last failure seen of the run, and its backoff.
+    pub last: i64,
+    pub last_backoff_ms: u64,
+}
+
+impl Streak {
+    fn of(f: &Failure) -> Streak {
+        Streak {
+            volume: f.volume.clone(),
+            start: f.t,
+            start_backoff_ms: f.backoff_ms,
+            last: f.t,
+            last_backoff_ms: f.backoff_ms,
+        }
+    }
+    /// A failure at `t` continues this run.
+    fn reaches(&self, t: i64) -> bool {
+        t <= self.last + self.last_backoff_ms as i64 + STREAK_GRACE_MS
+    }
+    /// The run is known from its first failure (the kubelet's first backoff), not from where the
+    /// lines read begin.
+    pub fn start_known(&self) -> bool {
+        self.start_backoff_ms <= INITIAL_BACKOFF_MS
+    }
+}
+
+/// Extend the runs of `prev` with `failures` (any order): per volume, the run in progress at its
+/// latest failure (pure). Runs that ended before `since` are dropped.
+pub fn streaks(prev: &[Streak], failures: &[Failure], since: i64, now: i64) -> Vec<Streak> {
+    let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
+    for f in failures {
+        if !state::from_future(f.t, now) {
+            by.entry(f.volume.as_str()).or_default().push(f);
+        }
+    }
+    let mut out: BTreeMap<String, Streak> = prev
+        .iter()
+        .filter(|s| !state::from_future(s.last, now))
+        .map(|s| (s.volume.clone(), s.clone()))
+        .collect();
+    for (vol, mut evs) in by {
+        evs.sort_by_key(|f| f.t);
+        let mut cur = out.remove(vol);
+        for f in evs {
+            cur = Some(match cur {
+                Some(mut s) if f.t >= s.start && s.reaches(f.t) => {
+                    if f.t > s.last {
+                        s.last = f.t;
+                        s.last_backoff_ms = f.backoff_ms;
+                    }
+                    s
+                }
+                // Earlier than the run's start (lines read out of order, another source):
+                // it starts the run earlier when the run reaches back to it.
+                Some(mut s)
+                    if f.t < s.start && f.t + f.backoff_ms as i64 + STREAK_GRACE_MS >= s.start =>
+                {
+                    s.start = f.t;
+                    s.start_backoff_ms = f.backoff_ms;
+                    s
+                }
+                Some(s) if f.t < s.start => s,
+                _ => Streak::of(f),
+            });
+        }
+        if let Some(s) = cur {
+            out.insert(vol.to_string(), s);
+        }
+    }
+    out.into_values()
+        .filter(|s| s.last + s.last_backoff_ms as i64 + STREAK_GRACE_MS >= since)
+        .collect()
 }
 
 /// Evaluation settings.
@@ -165,6 +253,9 @@ pub struct VolumeState {
     pub backoff_ms: u64,
     /// Start of the current run of failures (gaps no longer than backoff + grace).
     pub streak_start: i64,
+    /// The run's start is its first failure (else it began before the first line read: "at
+    /// least").
+    pub start_known: bool,
     /// Still failing now: the last failure is within its backoff + grace.
     pub active: bool,
     pub error: String,
@@ -178,10 +269,25 @@ impl VolumeState {
     pub fn label(&self) -> &str {
         self.pv.as_deref().unwrap_or(&self.volume)
     }
+    /// `12m13s`, or `at least 12m13s` when the run began before the lines read.
+    pub fn failing_for(&self) -> String {
+        let d = fmt_duration(secs(self.failing_for_ms()));
+        if self.start_known {
+            d
+        } else {
+            format!("at least {d}")
+        }
+    }
 }
 
-/// Aggregate failures per volume (pure).
-pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState> {
+/// Aggregate failures per volume (pure); `known` runs (from every line read, and kept across
+/// runs) carry a run's start past the lookback.
+pub fn volumes(
+    failures: &[Failure],
+    known: &[Streak],
+    rules: &Rules,
+    now: i64,
+) -> Vec<VolumeState> {
     let lookback = rules.window_ms.max(rules.stuck_ms);
     let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
     for f in failures {
@@ -204,9 +310,18 @@ pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState
             continue;
         }
         let mut streak_start = evs[0].t;
+        let mut start_backoff = evs[0].backoff_ms;
         for w in evs.windows(2) {
             if w[1].t - w[0].t > w[0].backoff_ms as i64 + STREAK_GRACE_MS {
                 streak_start = w[1].t;
+                start_backoff = w[1].backoff_ms;
+            }
+        }
+        // A known run that reaches this one's start began earlier.
+        for k in known.iter().filter(|k| k.volume == vol) {
+            if k.start < streak_start && k.reaches(streak_start) {
+                streak_start = k.start;
+                start_backoff = k.start_backoff_ms;
             }
         }
         let last = *evs.last().expect("non-empty");
@@ -234,6 +349,7 @@ pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState
             last: last.t,
             backoff_ms: last.backoff_ms,
             streak_start,
+            start_known: start_backoff <= INITIAL_BACKOFF_MS,
             active,
             error: last.error.clone(),
             status: Status::Warning,
@@ -254,7 +370,7 @@ fn secs(ms: i64) -> Duration {
 
 /// Decide (pure): `now` in epoch ms.
 pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
-    let vols = volumes(&data.failures, rules, now);
+    let vols = volumes(&data.failures, &data.streaks, rules, now);
     let failed_ops: usize = vols.iter().map(|v| v.failures_in_window).sum();
     let max_backoff = vols.iter().map(|v| v.backoff_ms).max().unwrap_or(0);
     let longest = vols.iter().map(|v| v.failing_for_ms()).max().unwrap_or(0);
@@ -276,10 +392,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             .map(|v| {
                 let mut s = format!("{} {}", v.label(), v.ops.join("/"));
                 if v.active && v.failing_for_ms() > 0 {
-                    s.push_str(&format!(
-                        " failing for {}",
-                        fmt_duration(secs(v.failing_for_ms()))
-                    ));
+                    s.push_str(&format!(" failing for {}", v.failing_for()));
                 }
                 if v.backoff_ms >= AT_MAX_MS && v.active {
                     s.push_str(" at max backoff");
@@ -341,8 +454,9 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         );
         if v.active {
             text.push_str(&format!(
-                ", failing for {}",
-                fmt_duration(secs(v.failing_for_ms()))
+                ", failing for {} (since {})",
+                v.failing_for(),
+                time::fmt_utc(v.streak_start)
             ));
         } else {
             text.push_str(", not seen failing since");
@@ -351,7 +465,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             text.push_str(&format!(", pods {}", v.pods.join(" ")));
         }
         let mut f =
-            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 300)));
+            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 600)));
         if v.pv.is_some() {
             f = f.detail(format!("volume {}", v.volume));
         }
@@ -419,6 +533,10 @@ pub struct SourceState {
     pub file: Option<files::FilePos>,
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// Each volume's run of failures, kept past the lookback while it goes on (log rotation,
+    /// runs longer than the window).
+    #[serde(default)]
+    pub streaks: Vec<Streak>,
 }
 
 const CHECK_ID: &str = "kubelet_nested_ops";
@@ -541,12 +659,18 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         })
         .map_err(|e| Unknown(format!("{name}: {e}")))?;
         notes.extend(r.notes);
+        let prev_streaks = st
+            .as_ref()
+            .map(|(_, s)| s.streaks.as_slice())
+            .unwrap_or(&[]);
+        let runs = streaks(prev_streaks, &failures, now - lookback, now);
         let failures = keep(failures, now - lookback, now);
         if let Some((p, _)) = &st {
             let s = SourceState {
                 cursor: r.last_cursor.clone(),
                 file: None,
                 failures: failures.clone(),
+                streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
                 notes.push(e);
@@ -557,6 +681,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             r.stats.bytes_read, r.stats.hits, r.last_cursor
         ));
         data.failures.extend(failures);
+        data.streaks.extend(runs);
         data.sources.push(SourceInfo {
             name,
             bytes: r.stats.bytes_read,
@@ -597,7 +722,9 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             )
             .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
             joiner.finish(|l| on_logical(l, &mut failures));
-            data.failures.extend(failures);
+            data.streaks
+                .extend(streaks(&[], &failures, now - lookback, now));
+            data.failures.extend(keep(failures, now - lookback, now));
             data.sources.push(SourceInfo {
                 name: "stdin".into(),
                 bytes: s.bytes_read,
@@ -633,6 +760,11 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         // needle and the operation key are in the first piece); its rest comes alone next run.
         joiner.finish(|l| on_logical(l, &mut failures));
         notes.extend(r.notes.clone());
+        let prev_streaks = st
+            .as_ref()
+            .map(|(_, s)| s.streaks.as_slice())
+            .unwrap_or(&[]);
+        let runs = streaks(prev_streaks, &failures, now - lookback, now);
         kept.extend(failures);
         let kept = keep(kept, now - lookback, now);
         if let Some((p, _)) = &st {
@@ -640,6 +772,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 cursor: None,
                 file: Some(r.pos),
                 failures: kept.clone(),
+                streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
                 notes.push(e);
@@ -652,6 +785,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             r.stats.hits
         ));
         data.failures.extend(kept);
+        data.streaks.extend(runs);
         data.sources.push(SourceInfo {
             name,
             bytes: r.stats.bytes_read,
@@ -723,6 +857,7 @@ mod tests {
                 complete: true,
                 ..Default::default()
             }],
+            streaks: Vec::new(),
         }
     }
 
@@ -810,14 +945,85 @@ mod tests {
             .collect();
         let r = evaluate(&data(f), &rules(), now);
         assert_eq!(r.status, Status::Critical);
-        let v = volumes(&data(vec![]).failures, &rules(), now);
+        let v = volumes(&data(vec![]).failures, &[], &rules(), now);
         assert!(v.is_empty());
-        assert!(r.summary.contains("failing for 12m"), "{}", r.summary);
+        // The first line read already had a 16s backoff: the run began before it.
+        assert!(
+            r.summary.contains("failing for at least 12m"),
+            "{}",
+            r.summary
+        );
         // Only 8 minutes: WARNING.
         let f: Vec<_> = (0..=16)
             .map(|i| fail(now - 8 * MIN + i * 30_000, "pvc-b", 16_000))
             .collect();
         assert_eq!(evaluate(&data(f), &rules(), now).status, Status::Warning);
+    }
+
+    /// The Talos log of #21: GetDeviceMountRefs failing from 05:48 (the kubelet's first 500ms
+    /// backoff) to 06:27 at 2m2s, read at 06:40 with the default 15m window. The age is the true
+    /// one from every line read, not from the window's.
+    #[test]
+    fn age_is_from_every_line_read_and_at_least_when_unknown() {
+        let t0 = 100 * 60 * MIN;
+        let all = schedule(t0, t0 + 39 * MIN, "pvc-talos");
+        let now = all.last().unwrap().t + 90_000;
+        let known = streaks(&[], &all, now - 15 * MIN, now);
+        assert_eq!(known.len(), 1);
+        assert_eq!((known[0].start, known[0].start_known()), (t0, true));
+        // What the window holds, with the run known from every line read.
+        let in_lookback: Vec<Failure> = all
+            .iter()
+            .filter(|f| f.t >= now - 15 * MIN)
+            .cloned()
+            .collect();
+        let mut d = data(in_lookback.clone());
+        d.streaks = known.clone();
+        let r = evaluate(&d, &rules(), now);
+        assert!(
+            r.summary.contains(
+                "pvc-talos UnmountDevice (GetDeviceMountRefs) failing for 38m43s at max backoff"
+            ),
+            "{}",
+            r.summary
+        );
+        // Without the earlier lines: the first line read is at 2m2s, so "at least".
+        let r = evaluate(&data(in_lookback.clone()), &rules(), now);
+        assert!(
+            r.summary.contains("failing for at least 1"),
+            "{}",
+            r.summary
+        );
+        // A kept run that ended long before this one's start does not lengthen it.
+        let mut old = known[0].clone();
+        old.start -= 600 * MIN;
+        old.last = old.start + MIN;
+        let mut d = data(in_lookback);
+        d.streaks = vec![old];
+        let v = volumes(&d.failures, &d.streaks, &rules(), now);
+        assert!(!v[0].start_known && v[0].streak_start > t0, "{v:?}");
+    }
+
+    /// Runs kept across runs of the check: extended by new lines, started earlier by earlier
+    /// lines that reach them, replaced after a gap, dropped once ended before the lookback.
+    #[test]
+    fn streaks_extend_across_runs() {
+        let a = schedule(0, 10 * MIN, "pvc-a");
+        let (first, second) = a.split_at(a.len() / 2);
+        let s1 = streaks(&[], first, -MIN, 5 * MIN);
+        let s2 = streaks(&s1, second, 0, 11 * MIN);
+        assert_eq!(s2, streaks(&[], &a, 0, 11 * MIN));
+        assert_eq!((s2[0].start, s2[0].last), (0, a.last().unwrap().t));
+        // A gap longer than backoff + grace: a new run.
+        let later = vec![fail(s2[0].last + 30 * MIN, "pvc-a", 122_000)];
+        let s3 = streaks(&s2, &later, 0, 60 * MIN);
+        assert_eq!(s3[0].start, s2[0].last + 30 * MIN);
+        assert!(!s3[0].start_known());
+        // Ended before `since`: dropped.
+        assert!(streaks(&s2, &[], 60 * MIN, 60 * MIN).is_empty());
+        // From the future: ignored.
+        let ghost = vec![fail(24 * 60 * MIN, "pvc-g", 500)];
+        assert!(streaks(&[], &ghost, 0, MIN).is_empty());
     }
 
     #[test]
@@ -856,7 +1062,7 @@ mod tests {
         // Two bursts 10 minutes apart: the streak is the second burst only.
         let mut f = vec![fail(now - 14 * MIN, "pvc-f", 500)];
         f.push(fail(now - MIN, "pvc-f", 500));
-        let v = volumes(&f, &rules(), now);
+        let v = volumes(&f, &[], &rules(), now);
         assert_eq!(v[0].streak_start, now - MIN);
         assert_eq!(v[0].status, Status::Warning);
     }
@@ -910,7 +1116,7 @@ mod tests {
         assert_eq!(r.status, Status::Critical);
         assert!(
             r.summary
-                .contains("pvc-y UnmountDevice failing for 6m at max backoff"),
+                .contains("pvc-y UnmountDevice failing for at least 6m at max backoff"),
             "{}",
             r.summary
         );
@@ -1046,6 +1252,7 @@ mod tests {
                     fail(now - MIN, "pvc-real", 2000),
                     fail(now + 24 * 60 * MIN, "pvc-ghost", 2000),
                 ],
+                streaks: Vec::new(),
             },
         )
         .unwrap();
