@@ -7,7 +7,7 @@
 //!   a name starting with the log's name, e.g. `kubelet.log.1`, with the saved inode) and its tail
 //!   is read from the old offset; then the new file from 0.
 
-use super::scan::{scan, Scan, ScanStats};
+use super::scan::{scan_follow, Scan, ScanStats};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -55,12 +55,13 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
 }
 
 /// Read `path` from `prev` (or from its start without one), handing lines holding a needle to
-/// `on_hit`. Errors name the file and the errno.
+/// `on_hit`, which answers whether it wants the next line too (see [`super::scan::scan_follow`]).
+/// Errors name the file and the errno.
 pub fn read(
     path: &Path,
     prev: Option<&FilePos>,
     opts: &Scan,
-    mut on_hit: impl FnMut(&[u8]),
+    mut on_hit: impl FnMut(&[u8]) -> bool,
 ) -> Result<FileRead, String> {
     let err = |e: std::io::Error| format!("cannot read {}: {}", path.display(), crate::errtext(&e));
     // `--log-file`: the caller's path, opened with the caller's privilege.
@@ -99,7 +100,7 @@ pub fn read(
                             consume_partial_tail: true,
                             ..*opts
                         };
-                        let s = scan(&mut of, &o, &mut on_hit, |_| {}).map_err(err)?;
+                        let s = scan_follow(&mut of, &o, &mut on_hit, |_| {}).map_err(err)?;
                         add(&mut stats, s);
                     }
                     notes.push(format!(
@@ -116,7 +117,7 @@ pub fn read(
         }
     }
     f.seek(SeekFrom::Start(start)).map_err(err)?;
-    let s = scan(&mut f, opts, &mut on_hit, |_| {}).map_err(err)?;
+    let s = scan_follow(&mut f, opts, &mut on_hit, |_| {}).map_err(err)?;
     let offset = start + s.bytes_consumed;
     add(&mut stats, s);
     Ok(FileRead {
@@ -139,7 +140,8 @@ mod tests {
             consume_partial_tail: false,
         };
         let r = read(path, prev, &o, |l| {
-            v.push(String::from_utf8_lossy(l).into_owned())
+            v.push(String::from_utf8_lossy(l).into_owned());
+            false
         })
         .unwrap();
         (v, r)
