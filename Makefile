@@ -1,14 +1,16 @@
-# make                      build the static release binaries
+# make                      build the static release binaries (./build-static: musl, installing the
+#                           target with rustup when it can, else static glibc; it says which)
 # make install              install them where NRPE looks
 #   PLUGINDIR=/usr/lib/nagios/plugins (default; /usr/lib64/nagios/plugins on RHEL-likes)
 #   DESTDIR=/staging/root   (prefix for packaging)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
-BIN := target/$(or $(CARGO_BUILD_TARGET),x86_64-unknown-linux-musl)/release
+# Where ./build-static puts them (evaluated when used, after the build).
+BIN = $(shell ./build-static --print-dir)
 CHECKS := $(notdir $(wildcard crates/check_*))
 
 all:
-	cargo build --release --workspace --bins
+	./build-static >/dev/null
 
 install: all
 	install -d $(DESTDIR)$(PLUGINDIR)
