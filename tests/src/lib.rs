@@ -49,7 +49,10 @@ pub fn bin_dir() -> PathBuf {
             .expect("run ./build-static");
         assert!(out.status.success(), "./build-static failed");
         let stdout = String::from_utf8(out.stdout).expect("build-static prints a UTF-8 path");
-        let dir = stdout.lines().last().expect("build-static prints the binaries' directory");
+        let dir = stdout
+            .lines()
+            .last()
+            .expect("build-static prints the binaries' directory");
         PathBuf::from(dir)
     })
     .clone()

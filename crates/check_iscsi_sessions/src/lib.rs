@@ -860,6 +860,7 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
 
     let zero = Range::parse("0").ok();
     let mut r = Report::new(status, summary)
+        .unit("session", "sessions")
         .perf(
             Perfdata::new("sessions", n as f64)
                 .crit(

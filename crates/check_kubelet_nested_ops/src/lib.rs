@@ -56,7 +56,7 @@ written atomically), so a big log is read once, and the failures of the window a
     version,
     about = "Alert on kubelet volume operations stuck in exponential backoff",
     long_about = LONG_ABOUT,
-    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)"))
+    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and klog/syslog local times are in the host zone (<DIR>/etc/localtime)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -96,6 +96,12 @@ pub struct Opts {
 
     #[command(flatten)]
     pub host: node::HostRootArg,
+
+    /// Time zone of klog/syslog headers (local time without a zone): UTC, +08:00, an IANA name
+    /// (Europe/Berlin) or a TZif file [default: the host's zone: TZ and /etc/localtime, or
+    /// <HOST_ROOT>/etc/localtime in container mode]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
 
     /// Warning range on the number of failing volumes (overrides the per-volume rules)
     #[arg(short = 'w', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
@@ -394,7 +400,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             })
             .collect();
         let more = if vols.len() > 3 {
-            format!(" and {} more", vols.len() - 3)
+            format!(" and {} more volumes", vols.len() - 3)
         } else {
             String::new()
         };
@@ -405,7 +411,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             parts.join("; ")
         )
     };
-    let mut report = Report::new(status, summary);
+    let mut report = Report::new(status, summary).unit("volume", "volumes");
     let future = data
         .failures
         .iter()
@@ -559,8 +565,36 @@ fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
 }
 
 /// Gather from every source. `read_deadline` is when reading must stop.
+/// The zone of klog/syslog local times: `--tz`, else the host's (its /etc/localtime in container
+/// mode), else this process's.
+pub fn zone(opts: &Opts) -> Result<Box<dyn time::Tz + Send + Sync>, Unknown> {
+    let host = node::Host::from_option(opts.host.host_root.as_deref());
+    let zoneinfo = host.file("/usr/share/zoneinfo");
+    if let Some(spec) = &opts.tz {
+        return node::logs::tz::resolve(spec, &zoneinfo).map_err(Unknown);
+    }
+    if !host.is_local() {
+        let lt = host.file("/etc/localtime");
+        // A symlink into the host's zoneinfo (`/usr/share/zoneinfo/Europe/Berlin`) resolves in
+        // the container's tree: follow it under the host root.
+        let target = std::fs::read_link(&lt)
+            .ok()
+            .filter(|t| t.is_absolute())
+            .map(|t| host.file(t))
+            .unwrap_or(lt.clone());
+        return match node::logs::tz::Zone::read(&target) {
+            Ok(z) => Ok(Box::new(z)),
+            Err(e) if lt.exists() => Err(Unknown(format!("the host's time zone: {e} (give --tz)"))),
+            // No /etc/localtime on the host: it runs in UTC.
+            Err(_) => Ok(Box::new(time::FixedTz(0))),
+        };
+    }
+    Ok(Box::new(time::SystemTz))
+}
+
 pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Result<Data, Unknown> {
-    let tz = time::SystemTz;
+    let tz = zone(opts)?;
+    let tz: &dyn time::Tz = tz.as_ref();
     let lookback = opts.lookback_ms();
     let mut data = Data::default();
     let journal_dir = opts.journal_dir.clone().or_else(|| {
@@ -632,8 +666,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             deadline: read_deadline,
         };
         let r = journal::read(&q, |e| {
-            if let Some(f) = parse::parse_line(e.message.as_bytes(), Some(e.realtime_ms), now, &tz)
-            {
+            if let Some(f) = parse::parse_line(e.message.as_bytes(), Some(e.realtime_ms), now, tz) {
                 failures.push(f);
             }
         })
@@ -678,7 +711,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         // partial line joined with the next; the runtime's timestamp is the entry's time.
         let mut joiner = wrap::Joiner::new();
         let on_logical = |l: wrap::Logical, out: &mut Vec<Failure>| {
-            if let Some(f) = parse::parse_line(l.text.as_bytes(), l.time_ms, now, &tz) {
+            if let Some(f) = parse::parse_line(l.text.as_bytes(), l.time_ms, now, tz) {
                 out.push(f);
             }
         };

@@ -114,6 +114,8 @@ pub struct NodeData {
     pub can_read_all: bool,
     pub kernel: Option<(u32, u32, u32)>,
     pub roots: Vec<PathBuf>,
+    /// This node's name (for the next-step hints).
+    pub node_name: Option<String>,
 }
 
 /// Group the kubelet's volume mounts into PV filesystems. Pure.
@@ -276,6 +278,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         kernel,
         roots,
         can_read_all,
+        node_name: host.hostname(),
     })
 }
 
@@ -286,6 +289,11 @@ pub enum Verdict {
     /// Still writable but the filesystem recorded errors.
     Errors(String),
     ReadOnly(String),
+    /// Read-only at the filesystem (the superblock) under a read-write mount, with no error
+    /// recorded and no `emergency_ro`: what a CSI driver does with a ReadOnlyMany volume (stage
+    /// it `ro`, bind it without `ro`) looks exactly like this. Not the kernel's error remount;
+    /// the API's access modes tell intent from failure.
+    ReadOnlyNoError(String),
     /// Mounted read-only on purpose everywhere (no alarm).
     ReadOnlyByDesign,
 }
@@ -331,7 +339,9 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
         ));
     }
     let any_rw_mount = v.mounts.iter().any(|(_, ro)| !ro);
-    if has("ro") && any_rw_mount {
+    // The kernel's remount-ro after an error records it (ext4's errors_count; a journal abort
+    // goes through ext4_error too): read-only with an error recorded is the kernel's doing.
+    if has("ro") && any_rw_mount && errors.is_some() {
         return Verdict::ReadOnly(with_errors(
             "the filesystem is read-only under a read-write mount (the kernel remounted it read-only)".into(),
         ));
@@ -374,6 +384,22 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
         }
         _ => {}
     }
+    if has("ro") && any_rw_mount {
+        let ext = matches!(v.fstype.as_str(), "ext4" | "ext3" | "ext2");
+        let known = match (&v.ext4_errors, ext) {
+            (Some(_), _) => "no ext4 error recorded (errors_count 0), no emergency_ro".to_string(),
+            (None, true) => {
+                "no emergency_ro; the ext4 error counters could not be read (sysfs)".to_string()
+            }
+            (None, false) => format!(
+                "no error recorded ({} does not remount read-only on errors; a shutdown fails the probe)",
+                v.fstype
+            ),
+        };
+        return Verdict::ReadOnlyNoError(format!(
+            "read-only at the filesystem under a read-write mount, {known}"
+        ));
+    }
     if has("ro") {
         return Verdict::ReadOnlyByDesign;
     }
@@ -398,6 +424,49 @@ fn short_name(v: &Volume, names: &Names) -> String {
             .map(|n| names.volume(n, v.pod_uids.iter().map(String::as_str)))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// The next step for a non-OK volume, paste-safe: cordon the node so nothing new lands on it,
+/// delete the pods so they remount elsewhere, and find what broke under the filesystem.
+fn next_step(v: &Volume, status: Status, names: &Names, node: Option<&str>) -> String {
+    use plugin::shell_quote as q;
+    let node = node.map(q).unwrap_or_else(|| "<this node>".into());
+    let pods: Vec<String> = v
+        .pod_uids
+        .iter()
+        .filter_map(|u| names.pod(u))
+        .map(|p| match p.split_once('/') {
+            Some((ns, name)) => format!("kubectl delete pod -n {} {}", q(ns), q(name)),
+            None => format!("kubectl delete pod {}", q(&p)),
+        })
+        .collect();
+    let delete = if pods.is_empty() {
+        if v.pod_uids.is_empty() {
+            "delete the pods using it so they remount elsewhere".to_string()
+        } else {
+            format!(
+                "delete the pods using it so they remount elsewhere (pod UIDs {}: `kubectl get pods -A -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid`)",
+                v.pod_uids.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        }
+    } else {
+        format!("`{}` so it remounts elsewhere", pods.join("; "))
+    };
+    let under = if v.fstype == "xfs" {
+        "the kernel's account: check_storage_kernel_errors, `dmesg | grep -i xfs`"
+    } else {
+        "the kernel's account: check_storage_kernel_errors, `dmesg | grep -iE 'ext4|jbd2|I/O error'`"
+    };
+    if status == Status::Critical {
+        format!(
+            "next: `kubectl cordon {node}`, then {delete}; if the volume is iSCSI, find the session that dropped (check_iscsi_sessions, `iscsiadm -m session -P 3`); {under}"
+        )
+    } else {
+        format!(
+            "next: check the volume's access modes (`kubectl get pv {} -o jsonpath='{{.spec.accessModes}}'`): ReadOnlyMany is intent; otherwise `kubectl cordon {node}`, then {delete}; {under}",
+            v.names.iter().next().map(|n| q(n)).unwrap_or_else(|| "<pv>".into())
+        )
     }
 }
 
@@ -432,6 +501,7 @@ pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
 pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -> Report {
     let mut ro = Vec::new();
     let mut errs = Vec::new();
+    let mut unexplained = Vec::new();
     let mut findings = Vec::new();
     for v in &data.volumes {
         let verdict = judge(v, data.kernel, data.can_read_all);
@@ -440,6 +510,28 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                 ro.push(short_name(v, names));
                 (Status::Critical, format!("is read-only: {why}"))
             }
+            Verdict::ReadOnlyNoError(why) => match v.names.iter().find_map(|n| names.intent(n)) {
+                Some(kube::names::Intent::ReadOnly(reason)) => (
+                    Status::Ok,
+                    format!("is read-only on purpose: {why}; {reason}"),
+                ),
+                Some(kube::names::Intent::Writable(reason)) => {
+                    ro.push(short_name(v, names));
+                    (
+                        Status::Critical,
+                        format!("is read-only: {why}; but {reason}: it is meant to be written"),
+                    )
+                }
+                None => {
+                    unexplained.push(short_name(v, names));
+                    (
+                            Status::Warning,
+                            format!(
+                                "is read-only at the filesystem with no error recorded: {why}; intent unknown (a ReadOnlyMany volume looks like this: the PV's access modes tell, with API access or --pvs-json)"
+                            ),
+                        )
+                }
+            },
             Verdict::Errors(why) => {
                 errs.push(short_name(v, names));
                 (
@@ -485,6 +577,9 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                 if *mro { " (ro bind)" } else { "" }
             ));
         }
+        if status != Status::Ok {
+            f = f.detail(next_step(v, status, names, data.node_name.as_deref()));
+        }
         findings.push(f);
     }
     let n = data.volumes.len();
@@ -517,10 +612,30 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
             n,
             errs.join(", ")
         )
-    } else {
+    } else if unexplained.is_empty() {
         format!("{n} PV filesystems writable")
+    } else {
+        String::new()
     };
-    let mut r = Report::new(status, summary);
+    let summary = if unexplained.is_empty() {
+        summary
+    } else {
+        let u = format!(
+            "{} of {} PV filesystems read-only at the filesystem with no error recorded (intent unknown): {}",
+            unexplained.len(),
+            n,
+            unexplained.join(", ")
+        );
+        if summary.is_empty() {
+            u
+        } else {
+            format!("{summary}; {u}")
+        }
+    };
+    if !unexplained.is_empty() {
+        status = status.worst(Status::Warning);
+    }
+    let mut r = Report::new(status, summary).unit("volume", "volumes");
     let denied = data
         .volumes
         .iter()

@@ -75,6 +75,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         kernel: Some(kernel),
         roots: roots(),
         can_read_all: true,
+        node_name: Some("k8s03".into()),
     }
 }
 
@@ -135,11 +136,111 @@ fn emergency_ro_is_critical_on_new_kernels() {
     assert!(r.findings[0].details.iter().any(|d| d == "pods: 8e1f"));
 }
 
+/// The kernel's error remount (up to 6.11) records the error: read-only under a read-write
+/// mount *with* an error recorded stays CRITICAL, and says the kernel did it.
 #[test]
 fn super_ro_under_rw_mount_is_critical_up_to_6_11() {
-    let r = evaluate(&data(&table("ro"), (5, 4, 0)), &default_t());
+    let mut d = data(&table("ro"), (5, 4, 0));
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: Some(1783938484),
+        last_error_time: None,
+    });
+    let r = evaluate(&d, &default_t());
     assert_eq!(r.status, Status::Critical);
     assert!(r.findings[0].text.contains("remounted it read-only"));
+    // The next step, paste-safe.
+    let next = r.findings[0].details.last().unwrap();
+    assert!(
+        next.starts_with("next: `kubectl cordon k8s03`, then delete the pods using it"),
+        "{next}"
+    );
+    assert!(next.contains("iscsiadm -m session -P 3"), "{next}");
+}
+
+/// #21: a CSI driver's ReadOnlyMany volume — staged `ro` at the superblock, bound into the pod
+/// without `ro` — with no error recorded is not the kernel's remount. Without the API: WARNING,
+/// saying what is known; with the PV's access modes: ReadOnlyMany is OK, ReadWriteOnce CRITICAL.
+#[test]
+fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
+    let mut d = data(&table("ro"), (6, 18, 0));
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = Some(fsstate::Ext4Errors::default());
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning, "{r:?}");
+    assert!(
+        r.summary.starts_with("1 of 3 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-a634b9a3"),
+        "{}",
+        r.summary
+    );
+    let f = &r.findings[0];
+    assert!(
+        f.text
+            .contains("no ext4 error recorded (errors_count 0), no emergency_ro"),
+        "{f:?}"
+    );
+    assert!(!f.text.contains("remounted"), "{f:?}");
+    assert!(
+        f.details
+            .last()
+            .unwrap()
+            .contains("kubectl get pv pvc-a634b9a3 -o jsonpath='{.spec.accessModes}'"),
+        "{f:?}"
+    );
+    // Counters not readable: the same, saying so.
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = None;
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning);
+    assert!(
+        r.findings[0].text.contains("could not be read"),
+        "{:?}",
+        r.findings[0]
+    );
+    // The API says ReadOnlyMany: intent, OK.
+    let mut names = Names::default();
+    names
+        .claims
+        .insert("pvc-a634b9a3".into(), ("media".into(), "library".into()));
+    names
+        .access_modes
+        .insert("pvc-a634b9a3".into(), vec!["ReadOnlyMany".into()]);
+    let r = evaluate_named(&d, &default_t(), &names);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.text.contains("is read-only on purpose") && f.text.contains("ReadOnlyMany")));
+    // A pod mounting the claim readOnly: intent too.
+    let mut n2 = names.clone();
+    n2.access_modes
+        .insert("pvc-a634b9a3".into(), vec!["ReadWriteOnce".into()]);
+    n2.read_only_claims
+        .insert(("media".into(), "library".into()));
+    assert_eq!(evaluate_named(&d, &default_t(), &n2).status, Status::Ok);
+    // ReadWriteOnce and nobody asked for read-only: a failure.
+    n2.read_only_claims.clear();
+    let r = evaluate_named(&d, &default_t(), &n2);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("it is meant to be written"),
+        "{:?}",
+        r.findings[0]
+    );
+    // XFS never remounts read-only on an error: same rule, its own words.
+    let mut t = String::new();
+    t += &line(
+        30,
+        "8:96",
+        &format!("{K}/pods/u2/volumes/kubernetes.io~csi/pvc-x/mount"),
+        "rw",
+        "xfs",
+        "/dev/sdg",
+        "ro,attr2",
+    );
+    let r = evaluate(&data(&t, (6, 18, 0)), &default_t());
+    assert_eq!(r.status, Status::Warning);
+    assert!(r.findings[0]
+        .text
+        .contains("xfs does not remount read-only on errors"));
 }
 
 #[test]

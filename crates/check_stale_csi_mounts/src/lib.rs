@@ -787,7 +787,7 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
         }
     }
 
-    let mut report = Report::new(Status::Ok, "");
+    let mut report = Report::new(Status::Ok, "").unit("mount", "mounts");
     let (mut stale, mut hung, mut orphaned, mut not_probed) = (0usize, 0usize, 0usize, 0usize);
     let mut by_class: Vec<(&'static str, usize)> = Vec::new();
     for &i in &sel {

@@ -33,7 +33,9 @@ pub const MAX_EVENT_LOOKUPS: usize = 20;
 A pod is stuck when it is Pending with PodScheduled=True and has no container or init-container \
 status at all, or all of its containers still wait in ContainerCreating/PodInitializing, for longer \
 than the thresholds (measured from the PodScheduled transition). Typical cause: a CSI mount or \
-attach that never completes, or a kubelet volume queue wedged by a stale mount.\n\n\
+attach that never completes, or a kubelet volume queue wedged by a stale mount. A pod that is \
+also Terminating (deletionTimestamp set) is left to check_stuck_terminating, which says it never \
+started.\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each stuck pod the latest \
 FailedMount/FailedAttachVolume event is shown (--no-events to skip)."
@@ -123,6 +125,10 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
     if p.status.phase != "Pending" || !p.is_scheduled() {
         return None;
     }
+    // Terminating too: check_stuck_terminating owns it (and says it never started).
+    if p.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
     let statuses: Vec<_> = p.all_container_statuses().collect();
     let (rule, waiting) = if statuses.is_empty() {
         (Rule::NoStatus, Vec::new())
@@ -201,6 +207,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         )
     };
     let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
         .perf(Perfdata::new("pods", d.pods as f64).min(0.0))
         .perf(Perfdata::new("stuck_pods", stuck.len() as f64).min(0.0))
         .perf(
@@ -434,6 +441,17 @@ mod tests {
         // Other waiting reasons (image pulls, crash loops) are other problems.
         let pull = r#","containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ImagePullBackOff"}}}]"#;
         assert!(classify(&pending("c", 30, pull)).is_none());
+    }
+
+    /// A pod both Terminating and never started belongs to check_stuck_terminating (#21): one
+    /// pod, one alert.
+    #[test]
+    fn a_terminating_pod_is_left_to_check_stuck_terminating() {
+        let mut p = pending("ws-b70553ae", 60, "");
+        assert!(classify(&p).is_some());
+        p.metadata.deletion_timestamp = Some(now() - 30);
+        assert!(classify(&p).is_none());
+        assert_eq!(evaluate(&data(&[p]), &opts(&[]), now()).status, Status::Ok);
     }
 
     #[test]

@@ -43,9 +43,12 @@ longer than --warning-after or --critical-after past that moment (a volume teard
 and is never retried, a finalizer nobody removes, a kubelet that cannot kill a container).\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each wedged pod its finalizers and the \
-latest FailedKillPod/FailedUnmount event are shown (--no-events to skip the event lookup); when \
-a failed unmount names a pod volume mount path, a hint gives the recovery step (umount it on the \
-node).\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+latest FailedKillPod/FailedUnmount event are shown (--no-events to skip the event lookup). On \
+the pods' own node the mount table tells which of a wedged pod's volumes are still mounted (by \
+its UID under the kubelet root: events expire after an hour, mounts do not), and a hint gives the \
+recovery step, paste-safe: umount them; elsewhere a failed unmount event naming a pod volume \
+mount path gives it. A pod both Terminating and never started is reported here (saying it never started), not \
+by check_stuck_scheduled.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -79,6 +82,13 @@ pub struct Opts {
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
+
+    /// Where a wedged pod's volume mounts are looked up on this node
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
+
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 }
 
 /// What `evaluate` needs of one terminating pod.
@@ -93,6 +103,9 @@ pub struct Terminating {
     /// `deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30.
     pub grace: i64,
     pub finalizers: Vec<String>,
+    /// Scheduled but no container ever started (check_stuck_scheduled leaves such a pod to this
+    /// check).
+    pub never_started: bool,
 }
 
 impl Terminating {
@@ -129,6 +142,9 @@ pub struct Data {
     /// What was read, e.g. "on node k8s03".
     pub scope: String,
     pub notes: Vec<String>,
+    /// Pod UID → its volume mounts still on this node (deepest first: subPaths before their
+    /// volume), from the mount table: what to unmount, whatever the events say or forgot.
+    pub mounts: HashMap<String, Vec<String>>,
 }
 
 /// `Some` when the pod is terminating (whatever for how long).
@@ -148,6 +164,7 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
         deletion,
         grace,
         finalizers: p.metadata.finalizers.clone(),
+        never_started: p.never_started(),
     })
 }
 
@@ -242,6 +259,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         )
     };
     let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
         .perf(Perfdata::new("terminating_pods", n_term as f64).min(0.0))
         .perf(Perfdata::new("wedged_pods", wedged.len() as f64).min(0.0))
         .perf(
@@ -259,12 +277,28 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             age(t.overdue(now)),
             age(t.grace)
         );
+        if t.never_started {
+            text.push_str(", never started (no container ever ran: its volumes never mounted?)");
+        }
         if t.finalizers.is_empty() {
             text.push_str(", no finalizers");
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
         let mut f = Finding::new(s, text);
+        let mounted = d
+            .mounts
+            .get(&t.uid)
+            .filter(|m| !m.is_empty() && s != Status::Ok);
+        if let Some(mps) = mounted {
+            let quoted: Vec<String> = mps.iter().map(|m| plugin::shell_quote(m)).collect();
+            f = f.detail(format!(
+                "hint: on {node} its volumes are still mounted; run `umount {}` (the kubelet then \
+                 finishes the teardown; a teardown wedged on a read-only filesystem needs nothing \
+                 else)",
+                quoted.join(" ")
+            ));
+        }
         if let Some(e) = d.events.get(&t.key()) {
             let ago = e
                 .when
@@ -275,12 +309,14 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 e.reason,
                 plugin::render::truncate(&e.message, 700)
             ));
-            if let Some(path) = failed_mount_path(&e.message, &t.uid) {
+            if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
+            {
                 f = f.detail(format!(
-                    "hint: on {node} run `umount {path}`: unmounting the pod's volume mount is \
+                    "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \
                      read-only filesystem (the global mount teardown and iSCSI logout then finish \
-                     on their own)"
+                     on their own)",
+                    plugin::shell_quote(&path)
                 ));
             }
         }
@@ -357,8 +393,96 @@ impl Opts {
                 ctx.debug(line);
             }
         }
+        self.gather_mounts(ctx, now, &mut d);
         Ok(d)
     }
+
+    /// The volume mounts of wedged pods still on this node (only when the pods are this node's:
+    /// not with --all-nodes, nor with --node naming another node). A mount table that cannot be
+    /// read leaves a note.
+    fn gather_mounts(&self, ctx: &Ctx, now: Time, d: &mut Data) {
+        let th = thresholds(self);
+        let uids: std::collections::BTreeSet<&str> = d
+            .terminating
+            .iter()
+            .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok && !t.uid.is_empty())
+            .map(|t| t.uid.as_str())
+            .collect();
+        if uids.is_empty() || self.all_nodes {
+            return;
+        }
+        let host = self.node.host.host();
+        if let Some(n) = &self.node.node {
+            if host
+                .hostname()
+                .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
+            {
+                return;
+            }
+        }
+        let roots = match self.kubelet_root.resolve_if_any(&host) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return,
+            Err(e) => {
+                d.notes.push(format!("volume mounts not looked up: {e}"));
+                return;
+            }
+        };
+        ctx.stage("reading the mount table for the wedged pods' volume mounts");
+        let mi = self.mountinfo.path(&host);
+        let prefixes: Vec<String> = roots
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/pods/",
+                    node::mountinfo::escape(&r.to_string_lossy()).trim_end_matches('/')
+                )
+            })
+            .collect();
+        match node::mountinfo::read_with(&mi, |mp| {
+            prefixes.iter().any(|p| mp.starts_with(p.as_str()))
+        }) {
+            Ok(mounts) => {
+                d.mounts = pod_mounts(&mounts, &roots, &uids);
+            }
+            Err(e) => d.notes.push(format!("volume mounts not looked up: {e}")),
+        }
+    }
+}
+
+/// The volume mounts of the pods `uids` (pure): PV and subPath mounts, not the kubelet's own
+/// tmpfs (secrets, projected tokens); deepest first, so the list unmounts in order.
+pub fn pod_mounts(
+    mounts: &[node::Mount],
+    roots: &[std::path::PathBuf],
+    uids: &std::collections::BTreeSet<&str>,
+) -> HashMap<String, Vec<String>> {
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for m in mounts {
+        if matches!(m.fstype.as_str(), "tmpfs" | "ramfs") {
+            continue;
+        }
+        let Some(kp) = node::kubelet::classify(&m.mount_point, roots) else {
+            continue;
+        };
+        let Some(uid) = kp.pod_uid().filter(|u| uids.contains(u)) else {
+            continue;
+        };
+        let v = out.entry(uid.to_string()).or_default();
+        let p = m.mount_point.to_string_lossy().into_owned();
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| {
+            b.matches('/')
+                .count()
+                .cmp(&a.matches('/').count())
+                .then(a.cmp(b))
+        });
+    }
+    out
 }
 
 /// The latest teardown failure of each wedged pod (at most [`MAX_EVENT_LOOKUPS`] requests). A

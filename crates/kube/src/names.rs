@@ -102,6 +102,20 @@ pub struct Names {
     pub claim_pods: BTreeMap<(String, String), Vec<String>>,
     /// Why names are missing ("names not resolved (no API access)", a failed request …).
     pub notes: Vec<String>,
+    /// PV name (and CSI volume handle) → the PV's access modes.
+    pub access_modes: BTreeMap<String, Vec<String>>,
+    /// Claims some pod mounts with `readOnly: true`.
+    pub read_only_claims: BTreeSet<(String, String)>,
+}
+
+/// What the API says a volume is for: read-only by intent, or to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    /// Read-only on purpose: why (`the PV's access modes are ReadOnlyMany`, `pod … mounts the
+    /// claim readOnly`).
+    ReadOnly(String),
+    /// Meant to be written: why (`the PV's access modes are ReadWriteOnce`).
+    Writable(String),
 }
 
 /// At most this many pods named per volume; the rest are counted.
@@ -138,6 +152,8 @@ impl Names {
         for k in keys {
             self.claims
                 .insert(k.to_string(), (c.namespace.clone(), c.name.clone()));
+            self.access_modes
+                .insert(k.to_string(), pv.spec.access_modes.clone());
         }
     }
 
@@ -163,6 +179,14 @@ impl Names {
             name: p.metadata.name.clone(),
             node: p.spec.node_name.clone(),
         };
+        for v in &p.spec.volumes {
+            if let Some(c) = v.persistent_volume_claim.as_ref().filter(|c| c.read_only) {
+                let k = (ns.clone(), c.claim_name.clone());
+                if uses.contains(&k) {
+                    self.read_only_claims.insert(k);
+                }
+            }
+        }
         for k in uses {
             self.claim_pods.entry(k).or_default().push(pn.key());
         }
@@ -223,6 +247,33 @@ impl Names {
     /// A pod UID as an operator knows it: `namespace/pod`, else the UID.
     pub fn pod_or_uid(&self, uid: &str) -> String {
         self.pod(uid).unwrap_or_else(|| uid.to_string())
+    }
+
+    /// What the API says `pv` (name or CSI handle) is for, if it says: read-only when its only
+    /// access mode is ReadOnlyMany or a pod mounts its claim `readOnly`; writable when an access
+    /// mode is ReadWriteOnce, ReadWriteMany or ReadWriteOncePod.
+    pub fn intent(&self, pv: &str) -> Option<Intent> {
+        if let Some(k) = self.claims.get(pv) {
+            if self.read_only_claims.contains(k) {
+                return Some(Intent::ReadOnly(format!(
+                    "a pod mounts the claim {}/{} with readOnly: true",
+                    k.0, k.1
+                )));
+            }
+        }
+        let modes = self.access_modes.get(pv).filter(|m| !m.is_empty())?;
+        let text = modes.join(",");
+        if modes.iter().all(|m| m == "ReadOnlyMany") {
+            Some(Intent::ReadOnly(format!(
+                "the PV's access modes are {text}"
+            )))
+        } else if modes.iter().any(|m| m.starts_with("ReadWrite")) {
+            Some(Intent::Writable(format!(
+                "the PV's access modes are {text}"
+            )))
+        } else {
+            None
+        }
     }
 
     /// `namespace/pvc` of a PV (name or CSI handle), if known.

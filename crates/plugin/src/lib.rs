@@ -12,10 +12,12 @@ pub mod range;
 pub mod render;
 pub mod report;
 mod runtime;
+pub mod shell;
 mod status;
 
 pub use range::{fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
 pub use report::{Finding, Perfdata, Report, Uom};
 pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
+pub use shell::shell_quote;
 pub use status::Status;

@@ -113,56 +113,100 @@ pub fn first_line(name: &str, report: &Report) -> String {
     format!("{prefix}{summary}{tail}")
 }
 
-fn finding_lines(report: &Report, verbosity: u8) -> Vec<String> {
-    let mut lines = Vec::new();
+/// One block of long output: a finding with its detail lines, a note, or a debug line.
+enum Block {
+    Finding(Vec<String>),
+    Note(String),
+    Debug(String),
+}
+
+fn blocks(report: &Report, verbosity: u8, debug: &[String]) -> Vec<Block> {
+    let mut out = Vec::new();
     let mut findings: Vec<_> = report
         .findings
         .iter()
         .filter(|f| verbosity >= 1 || f.status != Status::Ok)
         .collect();
-    findings.sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+    findings.sort_by(|a, b| crate::report::cmp_findings(a, b));
     for f in findings {
-        lines.push(format!("[{}] {}", f.status, sanitize(&f.text)));
+        let mut lines = vec![format!("[{}] {}", f.status, sanitize(&f.text))];
         for d in &f.details {
             lines.push(format!("    {}", sanitize(d)));
         }
+        out.push(Block::Finding(lines));
     }
     for n in &report.notes {
-        lines.push(sanitize(n));
+        out.push(Block::Note(sanitize(n)));
     }
-    lines
+    if verbosity >= 2 {
+        out.extend(
+            debug
+                .iter()
+                .map(|d| Block::Debug(format!("debug: {}", sanitize(d)))),
+        );
+    }
+    out
+}
+
+/// "... and 70 more volumes, 2 notes": what the cut hides, counted in the unit it lists.
+fn more_marker(rest: &[Block], unit: Option<(&str, &str)>) -> String {
+    let (mut f, mut n, mut d) = (0, 0, 0);
+    for b in rest {
+        match b {
+            Block::Finding(_) => f += 1,
+            Block::Note(_) => n += 1,
+            Block::Debug(_) => d += 1,
+        }
+    }
+    let (one, many) = unit.unwrap_or(("finding", "findings"));
+    let mut parts = Vec::new();
+    for (k, one, many) in [
+        (f, one, many),
+        (n, "note", "notes"),
+        (d, "debug line", "debug lines"),
+    ] {
+        if k > 0 {
+            let more = if parts.is_empty() { "more " } else { "" };
+            parts.push(format!("{k} {more}{}", if k == 1 { one } else { many }));
+        }
+    }
+    format!("... and {}", parts.join(", "))
 }
 
 fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut out = first_line(o.name, report);
     out.push('\n');
-    let mut lines = finding_lines(report, o.verbosity);
-    if o.verbosity >= 2 {
-        lines.extend(o.debug.iter().map(|d| format!("debug: {}", sanitize(d))));
-    }
-    let total = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        let remaining = total - i;
-        // Room for this line, plus the "... and N more" marker if lines would still follow.
-        let marker_room = if remaining > 1 { 40 } else { 0 };
-        if out.len() + line.len() + 1 + marker_room > o.max_output {
-            let _ = writeln!(out, "... and {remaining} more");
+    let blocks = blocks(report, o.verbosity, o.debug);
+    for (i, b) in blocks.iter().enumerate() {
+        let lines: &[String] = match b {
+            Block::Finding(l) => l,
+            Block::Note(l) | Block::Debug(l) => std::slice::from_ref(l),
+        };
+        let len: usize = lines.iter().map(|l| l.len() + 1).sum();
+        // Room for this block, plus the marker if blocks would still follow.
+        let marker_room = if i + 1 < blocks.len() { 60 } else { 0 };
+        if out.len() + len + marker_room > o.max_output {
+            let _ = writeln!(out, "{}", more_marker(&blocks[i..], report.unit));
             return out;
         }
-        out.push_str(line);
-        out.push('\n');
+        for l in lines {
+            out.push_str(l);
+            out.push('\n');
+        }
     }
     out
 }
 
 fn render_json(report: &Report, o: &RenderOptions) -> String {
+    let mut findings: Vec<&crate::report::Finding> = report.findings.iter().collect();
+    findings.sort_by(|a, b| crate::report::cmp_findings(a, b));
     let v = serde_json::json!({
         "check": o.binary,
         "name": o.name,
         "status": report.status,
         "exit_code": report.status.code(),
         "summary": report.summary,
-        "findings": report.findings,
+        "findings": findings,
         "perfdata": report.perfdata,
         "notes": report.notes,
         "duration_seconds": o.duration_secs,
@@ -286,7 +330,7 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         .filter(|f| f.status != Status::Ok)
         .collect();
     // Worst first, so that the cap keeps what pages.
-    bad.sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+    bad.sort_by(|a, b| crate::report::cmp_findings(a, b));
 
     let _ = writeln!(
         out,
@@ -491,17 +535,56 @@ mod tests {
         assert!(out.len() <= 500, "{}", out.len());
         let last = out.lines().last().unwrap();
         assert!(
-            last.starts_with("... and ") && last.ends_with(" more"),
+            last.starts_with("... and ") && last.ends_with(" more findings"),
             "{last}"
         );
         let shown = out.lines().filter(|l| l.starts_with("[CRITICAL]")).count();
         let more: usize = last
             .trim_start_matches("... and ")
-            .trim_end_matches(" more")
+            .trim_end_matches(" more findings")
             .parse()
             .unwrap();
         assert_eq!(shown + more, 100);
         assert!(out.lines().next().unwrap().ends_with("| n=100"));
+    }
+
+    /// The cut counts findings in the report's unit, not lines: every finding here has two
+    /// detail lines, and the notes are counted apart.
+    #[test]
+    fn more_marker_counts_findings_in_their_unit() {
+        let mut r = Report::new(Status::Critical, "many").unit("volume", "volumes");
+        for i in 0..80 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("pvc-{i} read-only"))
+                    .detail("mounted at /var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/x/mount")
+                    .detail("next: cordon the node"),
+            );
+        }
+        r = r.note("one note").note("another note");
+        let out = render(&r, Format::Nagios, &opts(2000, 0));
+        assert!(out.len() <= 2000);
+        let last = out.lines().last().unwrap();
+        let shown = out.lines().filter(|l| l.starts_with("[CRITICAL]")).count();
+        assert_eq!(
+            last,
+            format!("... and {} more volumes, 2 notes", 80 - shown)
+        );
+        // Whole findings only: the last one shown has its details.
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[lines.len() - 2].starts_with("    next:"), "{out}");
+        // Sorted by name, numbers as numbers.
+        assert!(lines[1].starts_with("[CRITICAL] pvc-0 "), "{out}");
+        assert!(lines[4].starts_with("[CRITICAL] pvc-1 "), "{out}");
+        // One left: singular.
+        let mut r = Report::new(Status::Critical, "x").unit("volume", "volumes");
+        for i in 0..2 {
+            r = r.finding(Finding::new(
+                Status::Critical,
+                format!("{i}{}", "v".repeat(300)),
+            ));
+        }
+        let out = render(&r, Format::Nagios, &opts(400, 0));
+        assert!(out.ends_with("... and 1 more volume\n"), "{out}");
     }
 
     #[test]

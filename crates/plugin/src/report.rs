@@ -278,6 +278,67 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// What a finding is sorted by within its status: its subject (namespace/pvc, pv, device …
+    /// in the documented order), else its text.
+    pub fn sort_name(&self) -> String {
+        let f = self.subject.fields();
+        if f.is_empty() {
+            self.text.clone()
+        } else {
+            let mut s = f.iter().map(|(_, v)| *v).collect::<Vec<_>>().join("/");
+            s.push(' ');
+            s.push_str(&self.text);
+            s
+        }
+    }
+}
+
+/// Worst first, then by name in natural order.
+pub fn cmp_findings(a: &Finding, b: &Finding) -> std::cmp::Ordering {
+    b.status
+        .rank()
+        .cmp(&a.status.rank())
+        .then_with(|| natural_cmp(&a.sort_name(), &b.sort_name()))
+}
+
+/// Compare strings with runs of ASCII digits compared as numbers (`pvc-9` < `pvc-10`).
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let si = i;
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            let sj = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            let na = std::str::from_utf8(&a[si..i])
+                .unwrap_or("")
+                .trim_start_matches('0');
+            let nb = std::str::from_utf8(&b[sj..j])
+                .unwrap_or("")
+                .trim_start_matches('0');
+            let o = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+            if o != Ordering::Equal {
+                return o;
+            }
+        } else {
+            let o = a[i].cmp(&b[j]);
+            if o != Ordering::Equal {
+                return o;
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j))
+}
+
 /// `[a-z][a-z0-9_]*` without a trailing `_`: what a signal may be.
 pub fn is_snake_case(s: &str) -> bool {
     s.starts_with(|c: char| c.is_ascii_lowercase())
@@ -296,6 +357,10 @@ pub struct Report {
     /// Notes for the operator (shown in long output after the findings; e.g. "API cross-checks skipped").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What one finding is, singular and plural (`volume`/`volumes`): a long output cut by
+    /// `--max-output` says how many of them it hides ("... and 70 more volumes").
+    #[serde(skip)]
+    pub unit: Option<(&'static str, &'static str)>,
 }
 
 impl Report {
@@ -306,7 +371,14 @@ impl Report {
             findings: Vec::new(),
             perfdata: Vec::new(),
             notes: Vec::new(),
+            unit: None,
         }
+    }
+
+    /// Name what one finding is (singular, plural), e.g. `.unit("volume", "volumes")`.
+    pub fn unit(mut self, one: &'static str, many: &'static str) -> Self {
+        self.unit = Some((one, many));
+        self
     }
 
     /// An UNKNOWN report with a message and no perfdata.
@@ -339,10 +411,10 @@ impl Report {
             .fold(Status::Ok, |acc, f| acc.worst(f.status))
     }
 
-    /// Findings worst first, stable within a status.
+    /// Findings worst first, then by name ([`Finding::sort_name`], numbers in names compared as
+    /// numbers: `pvc-9` before `pvc-10`).
     pub fn sort_findings(&mut self) {
-        self.findings
-            .sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+        self.findings.sort_by(cmp_findings);
     }
 }
 
@@ -390,6 +462,28 @@ mod tests {
         r.sort_findings();
         let order: Vec<_> = r.findings.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(order, ["c", "b", "d", "a"]);
+        // Then by name: the subject, numbers as numbers; else the text.
+        let mut r = Report::new(Status::Critical, "s")
+            .finding(Finding::new(Status::Warning, "zz"))
+            .finding(
+                Finding::new(Status::Critical, "x")
+                    .subject(Subject::new().namespace("media").pvc("data-10")),
+            )
+            .finding(
+                Finding::new(Status::Critical, "y")
+                    .subject(Subject::new().namespace("media").pvc("data-9")),
+            )
+            .finding(Finding::new(Status::Warning, "aa"))
+            .finding(
+                Finding::new(Status::Critical, "z")
+                    .subject(Subject::new().namespace("apps").pvc("x")),
+            );
+        r.sort_findings();
+        let order: Vec<_> = r.findings.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(order, ["z", "y", "x", "aa", "zz"]);
+        assert_eq!(natural_cmp("pvc-9", "pvc-10"), std::cmp::Ordering::Less);
+        assert_eq!(natural_cmp("sdb", "sdab"), std::cmp::Ordering::Greater);
+        assert_eq!(natural_cmp("a007", "a7"), std::cmp::Ordering::Equal);
         assert_eq!(r.worst_finding(), Status::Critical);
     }
 

@@ -8,6 +8,7 @@
 //!   is read from the old offset; then the new file from 0.
 
 use super::scan::{scan_follow, Scan, ScanStats};
+use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,32 @@ fn add(a: &mut ScanStats, b: ScanStats) {
     a.bytes_consumed += b.bytes_consumed;
     a.hits += b.hits;
     a.complete &= b.complete;
+}
+
+/// A gzip file: named `.gz`, or starting with the gzip magic (`1f 8b`).
+fn is_gzip(path: &Path, f: &mut File) -> bool {
+    use std::io::Read;
+    if path.extension().is_some_and(|e| e == "gz") {
+        return true;
+    }
+    let mut magic = [0u8; 2];
+    let ok = f.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
+    let _ = f.seek(SeekFrom::Start(0));
+    ok
+}
+
+/// A gzip stream whose corruption is an I/O error naming it (flate2 says `InvalidInput`).
+struct GzReader<R>(R);
+impl<R: std::io::Read> std::io::Read for GzReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                e
+            } else {
+                std::io::Error::other(format!("corrupt or truncated gzip data: {e}"))
+            }
+        })
+    }
 }
 
 fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
@@ -76,6 +103,46 @@ pub fn read(
         ..Default::default()
     };
     let mut notes = Vec::new();
+    if is_gzip(path, &mut f) {
+        // A rotated, compressed log does not grow: read it whole once; the saved position is
+        // its size (same file, same size: nothing new).
+        if prev.is_some_and(|p| p.dev == dev && p.ino == ino && p.offset == size) {
+            return Ok(FileRead {
+                pos: FilePos {
+                    dev,
+                    ino,
+                    offset: size,
+                },
+                stats,
+                notes,
+            });
+        }
+        f.seek(SeekFrom::Start(0)).map_err(err)?;
+        let mut gz = GzReader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
+            f,
+        )));
+        let o = Scan {
+            consume_partial_tail: true,
+            ..*opts
+        };
+        let s = scan_follow(&mut gz, &o, &mut on_hit, |_| {}).map_err(|e| {
+            format!(
+                "cannot read {} (gzip): {}",
+                path.display(),
+                crate::errtext(&e)
+            )
+        })?;
+        add(&mut stats, s);
+        return Ok(FileRead {
+            pos: FilePos {
+                dev,
+                ino,
+                offset: if stats.complete { size } else { 0 },
+            },
+            stats,
+            notes,
+        });
+    }
     let mut start = 0u64;
     if let Some(p) = prev {
         if p.dev == dev && p.ino == ino {
@@ -145,6 +212,49 @@ mod tests {
         })
         .unwrap();
         (v, r)
+    }
+
+    /// A rotated, compressed log (`kubelet.log.2.gz`, several gzip members as logrotate and
+    /// `cat a.gz b.gz` leave them) is read whole once, then not again; garbage is an error
+    /// naming the file, never a panic.
+    #[test]
+    fn gzip_logs_are_read_once() {
+        use flate2::write::GzEncoder;
+        let dir = std::env::temp_dir().join(format!("files-gz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gz = |s: &str| {
+            let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(s.as_bytes()).unwrap();
+            e.finish().unwrap()
+        };
+        let mut data = gz("HIT 1\nno\n");
+        data.extend(gz("HIT 2\nlast HIT"));
+        let p = dir.join("kubelet.log.2.gz");
+        std::fs::write(&p, &data).unwrap();
+        let (v, r) = collect(&p, None);
+        assert_eq!(v, ["HIT 1", "HIT 2", "last HIT"]);
+        assert!(r.stats.complete);
+        let (v, _) = collect(&p, Some(&r.pos));
+        assert!(v.is_empty());
+        // Detected by its magic without the suffix.
+        let q = dir.join("kubelet.log.3");
+        std::fs::write(&q, gz("HIT 3\n")).unwrap();
+        assert_eq!(collect(&q, None).0, ["HIT 3"]);
+        // Corrupt: an error naming the file.
+        let bad = dir.join("bad.gz");
+        let mut b = gz(&"HIT x\n".repeat(1000));
+        let n = b.len();
+        b.truncate(n / 2);
+        b.extend_from_slice(&[0xff; 64]);
+        std::fs::write(&bad, &b).unwrap();
+        let o = Scan {
+            needles: &[b"HIT"],
+            deadline: None,
+            consume_partial_tail: false,
+        };
+        let e = read(&bad, None, &o, |_| false).unwrap_err();
+        assert!(e.contains("bad.gz") && e.contains("gzip"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
