@@ -615,9 +615,12 @@ impl Node {
         let root = json!([self.tree.root]);
         let kc = json!(self.kubeconfig);
         let v = |k: &str, val: Value| (format!("{cmd}_{k}"), val);
+        let node_kc = ("k8s_storage_node_kubeconfig".to_string(), kc.clone());
         let mut vars = match check {
-            "check_ro_pvc_mounts" => vec![v("kubelet_root", root)],
-            "check_stale_csi_mounts" => vec![v("kubelet_root", root), v("node", json!(NODE))],
+            "check_ro_pvc_mounts" => vec![v("kubelet_root", root), node_kc],
+            "check_stale_csi_mounts" => {
+                vec![v("kubelet_root", root), v("node", json!(NODE)), node_kc]
+            }
             "check_kubelet_nested_ops" => vec![
                 v("log_file", json!([self.kubelet_log])),
                 v("window", json!(LOG_WINDOW)),
