@@ -436,3 +436,8 @@ pub fn sha256_hex(s: &str) -> String {
 
 /// bindfs FUSE mounts with known daemons (dead and hung mounts).
 pub mod fuse;
+
+/// Real monitoring engines: daemons, the incidents' node, the shipped commands for it.
+pub mod engines;
+/// An Alertmanager webhook receiver on loopback.
+pub mod webhook;
