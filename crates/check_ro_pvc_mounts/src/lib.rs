@@ -160,25 +160,10 @@ pub fn group(mounts: Vec<Mount>, roots: &[PathBuf], filter: &node::FilterArgs) -
     by_key.into_values().collect()
 }
 
-/// Read everything the decision needs, under the deadline.
-pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
-    let host = o.host.host();
-    if let Some(problem) = host.access_problem() {
-        return Err(Unknown(problem));
-    }
-    let sys = o.sys.path(&host);
-    let roots = o.kubelet_root.resolve(&host)?;
-    ctx.debug(format!(
-        "kubelet roots: {}",
-        roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    // Without the right to look into the kubelet's directories every probe would fail with
-    // EACCES: say what is missing instead of reporting every volume as broken.
-    for r in &roots {
+/// Without the right to look into the kubelet's directories every probe would fail with EACCES:
+/// say what is missing instead of reporting every volume as broken.
+fn check_access(roots: &[PathBuf], host: &node::Host) -> Result<(), Unknown> {
+    for r in roots {
         let pods = host.mount_path(r.join("pods"));
         if let Err(e) = std::fs::read_dir(&pods) {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -190,6 +175,30 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             }
         }
     }
+    Ok(())
+}
+
+/// Read everything the decision needs, under the deadline.
+pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
+    let host = o.host.host();
+    if let Some(problem) = host.access_problem() {
+        return Err(Unknown(problem));
+    }
+    let sys = o.sys.path(&host);
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = o.mountinfo.mountinfo.is_none()
+        && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
+    let roots = node::privilege::elevated_if(own, || o.kubelet_root.resolve(&host))?;
+    ctx.debug(format!(
+        "kubelet roots: {}",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    node::privilege::elevated_if(own, || check_access(&roots, &host))?;
     ctx.stage("reading the mount table");
     let mi = o.mountinfo.path(&host);
     ctx.debug(format!("mount table: {}", mi.display()));
@@ -265,7 +274,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             host.mount_path(mp)
         })
         .collect();
-    let outcomes = probe::probe_many(&targets, timeout, 16);
+    let outcomes = node::privilege::elevated_if(own, || probe::probe_many(&targets, timeout, 16));
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -273,7 +282,10 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
     ctx.debug(format!("kernel: {kernel:?}"));
-    let can_read_all = node::host::has_capability(2) || node::host::has_capability(1);
+    // What the probes ran with: the binary's own privilege for the node's own roots.
+    let can_read_all = node::privilege::elevated_if(own, || {
+        node::host::has_capability(2) || node::host::has_capability(1)
+    });
     Ok(NodeData {
         volumes,
         kernel,

@@ -272,7 +272,8 @@ fn read_input(path: &Path, what: &str) -> Result<String, Unknown> {
             .read_to_end(&mut buf)
             .map_err(|e| format!("{what} -: cannot read stdin: {}", node::errtext(&e)))?;
     } else {
-        buf = std::fs::read(path)
+        // A path the caller named: read with the caller's privilege.
+        buf = node::privilege::read(path)
             .map_err(|e| format!("{what} {}: {}", path.display(), node::errtext(&e)))?;
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())
@@ -386,24 +387,31 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let host = opts.node.host.host();
 
     ctx.stage("looking for the kubelet root");
-    let roots = opts.kubelet_root.resolve(&host)?;
-    // Without CAP_DAC_READ_SEARCH every probe below the root-only pods/ directory fails with
-    // EACCES, which would read as "corrupted": refuse to guess.
-    for r in &roots {
-        for sub in ["", "pods", "plugins/kubernetes.io/csi"] {
-            let p = if sub.is_empty() {
-                r.clone()
-            } else {
-                r.join(sub)
-            };
-            match std::fs::read_dir(host.mount_path(&p)) {
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(privilege_error(&host, &p, &e))
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = opts.mountinfo.mountinfo.is_none()
+        && node::kubelet::roots_are_own(&opts.kubelet_root.kubelet_root, &host);
+    let roots = node::privilege::elevated_if(own, || -> Result<Vec<PathBuf>, Unknown> {
+        let roots = opts.kubelet_root.resolve(&host)?;
+        // Without CAP_DAC_READ_SEARCH every probe below the root-only pods/ directory fails with
+        // EACCES, which would read as "corrupted": refuse to guess.
+        for r in &roots {
+            for sub in ["", "pods", "plugins/kubernetes.io/csi"] {
+                let p = if sub.is_empty() {
+                    r.clone()
+                } else {
+                    r.join(sub)
+                };
+                match std::fs::read_dir(host.mount_path(&p)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        return Err(privilege_error(&host, &p, &e))
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
-    }
+        Ok(roots)
+    })?;
     ctx.debug(format!(
         "kubelet roots: {}",
         roots
@@ -449,17 +457,21 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         "reading vol_data.json of {} CSI mounts",
         mounts.len()
     ));
-    for m in &mut mounts {
-        match node::kubelet::read_vol_data(&host, &m.mount_point) {
-            Ok(v) => m.vol_data = v,
-            Err(e) if e.ends_with("(EACCES)") => {
-                return Err(
-                    format!("cannot read {e}: run as root or grant CAP_DAC_READ_SEARCH").into(),
-                )
+    node::privilege::elevated_if(own, || -> Result<(), Unknown> {
+        for m in &mut mounts {
+            match node::kubelet::read_vol_data(&host, &m.mount_point) {
+                Ok(v) => m.vol_data = v,
+                Err(e) if e.ends_with("(EACCES)") => {
+                    return Err(format!(
+                        "cannot read {e}: run as root or grant CAP_DAC_READ_SEARCH"
+                    )
+                    .into())
+                }
+                Err(e) => m.vol_data_error = Some(e),
             }
-            Err(e) => m.vol_data_error = Some(e),
         }
-    }
+        Ok(())
+    })?;
 
     let cluster = cluster_view(opts, &host, ctx)?;
 
@@ -499,8 +511,9 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             paths.len(),
             plugin::fmt_duration(probe_timeout)
         ));
-        let outcomes =
-            node::probe::probe_many(&paths, probe_timeout, paths.len().min(MAX_PARALLEL));
+        let outcomes = node::privilege::elevated_if(own, || {
+            node::probe::probe_many(&paths, probe_timeout, paths.len().min(MAX_PARALLEL))
+        });
         for (&i, o) in targets.iter().zip(outcomes) {
             ctx.debug(format!(
                 "probe {}: {}",

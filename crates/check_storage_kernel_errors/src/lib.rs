@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 const LONG_ABOUT: &str = "\
 Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer) for storage
 errors and names the volumes they hit: ext4 errors, journal aborts, read-only remounts, XFS
-shutdowns, block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
+shutdowns, corruption (XFS corruption, internal errors, failed log recovery) and lost writes (ext4
+unwritten extents not converted, ext4 writeback refused, JBD2 file data flush errors, loop write
+errors), block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
 timeouts, hung tasks. Each device is mapped through the mount table to its mount points and,
 under a kubelet root, to its PersistentVolume.
 
-CRITICAL: read-only remount, journal abort, XFS shutdown, SCSI device offline, iSCSI session
-recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
+CRITICAL: read-only remount, journal abort, XFS shutdown, corruption, lost writes, SCSI device
+offline, iSCSI session recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
 hung task, --warning-pattern. Only records of the last --window count (their monotonic time
 mapped to the wall clock); with --state-dir only records newer than the last run's sequence
 number are read (a reboot, seen by a new boot id, starts afresh) and the window's findings are
@@ -498,6 +500,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
     let roots = opts.kubelet_root.resolve_if_any(&host)?;
     let kmsg_path = opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"));
+    let own_kmsg = opts.kmsg.is_none() && host.is_local();
     let patterns = opts.patterns();
     let window_ms = opts.window.as_millis() as i64;
     let (mono_now, real_now) = kmsg::clocks();
@@ -540,26 +543,29 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         let mut first_seq: Option<u64> = None;
         let mut max_seq: Option<u64> = None;
         let mut records = 0u64;
-        let res = kmsg::read(&kmsg_path, deadline, |r| {
-            records += 1;
-            first_seq.get_or_insert(r.seq);
-            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-                return;
-            }
-            let t = kmsg::wall_ms(r.usec, mono_now, real_now);
-            if window_ms > 0 && t < now - window_ms {
-                return;
-            }
-            if let Some((cat, dev)) = patterns.classify(&r.text) {
-                events.push(Event {
-                    seq: r.seq,
-                    t,
-                    category: cat.label().to_string(),
-                    device: dev,
-                    text: r.text.clone(),
-                });
-            }
+        // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
+        let res = node::privilege::elevated_if(own_kmsg, || {
+            kmsg::read(&kmsg_path, deadline, |r| {
+                records += 1;
+                first_seq.get_or_insert(r.seq);
+                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                    return;
+                }
+                let t = kmsg::wall_ms(r.usec, mono_now, real_now);
+                if window_ms > 0 && t < now - window_ms {
+                    return;
+                }
+                if let Some((cat, dev)) = patterns.classify(&r.text) {
+                    events.push(Event {
+                        seq: r.seq,
+                        t,
+                        category: cat.label().to_string(),
+                        device: dev,
+                        text: r.text.clone(),
+                    });
+                }
+            })
         });
         let stats = match res {
             Ok(s) => s,

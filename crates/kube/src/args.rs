@@ -8,13 +8,19 @@ use std::path::PathBuf;
 pub struct ApiArgs {
     /// Kubeconfig file (default: first of $KUBECONFIG [first existing file of the list], in-cluster
     /// service account, microk8s client.config, k3s k3s.yaml, kubeadm kubelet.conf/admin.conf,
-    /// ~/.kube/config)
+    /// ~/.kube/config; a binary with file capabilities uses only this option, read as its
+    /// caller, or the in-cluster service account)
     #[arg(long, value_name = "FILE", help_heading = "Kubernetes API")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use (default: its current-context)
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub context: Option<String>,
+
+    /// Allow a plain http:// API server (refused otherwise); no token or client certificate is
+    /// ever sent over plain http
+    #[arg(long, help_heading = "Kubernetes API")]
+    pub allow_insecure_http: bool,
 }
 
 /// `--node NAME` (and `--host-root DIR`): the node a check is about.

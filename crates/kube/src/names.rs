@@ -569,7 +569,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };
@@ -597,7 +597,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };

@@ -10,6 +10,7 @@ pub mod kubelet;
 pub mod logs;
 pub mod mapped;
 pub mod mountinfo;
+pub mod privilege;
 pub mod probe;
 
 pub use args::{FilterArgs, HostRootArg, KubeletRootArg, MountinfoArg, ProbeTimeoutArg, SysArg};

@@ -7,6 +7,7 @@
 //! deadline passes even if the gathering thread is stuck.
 
 pub mod args;
+pub mod privilege;
 pub mod range;
 pub mod render;
 pub mod report;

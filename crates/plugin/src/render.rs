@@ -61,6 +61,8 @@ pub struct RenderOptions<'a> {
     pub max_output: usize,
     pub duration_secs: f64,
     pub debug: &'a [String],
+    /// Cap on `k8s_storage_check_finding` series in the Prometheus format.
+    pub max_findings_series: usize,
 }
 
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
@@ -175,8 +177,7 @@ fn metric_name(p: &Perfdata) -> String {
     let suffix = match p.uom {
         Uom::Seconds => "_seconds",
         Uom::Bytes => "_bytes",
-        Uom::Millis => "_milliseconds",
-        Uom::Micros => "_microseconds",
+        Uom::Millis | Uom::Micros => "_seconds",
         Uom::Percent => "_percent",
         Uom::Counter => "_total",
         Uom::None => "",
@@ -187,49 +188,171 @@ fn metric_name(p: &Perfdata) -> String {
     name
 }
 
-fn prom_escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A label value as the text exposition format wants it: `\\`, `\"` and `\n` escaped.
+pub fn prom_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
+
+/// The per-finding series: one per non-OK finding, labelled with its check, state, signal and
+/// subject; its value is the state's exit code.
+pub const FINDING_METRIC: &str = "k8s_storage_check_finding";
+/// How many non-OK findings were not exported as series because of the cap.
+pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
+/// Non-OK findings per state, all of them (exported or not).
+pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
+
+/// Metric names the renderer writes itself; a perfdata label never takes one of them.
+const RESERVED_METRICS: [&str; 5] = [
+    "k8s_storage_check_status",
+    "k8s_storage_check_duration_seconds",
+    FINDING_METRIC,
+    FINDINGS_OMITTED_METRIC,
+    FINDINGS_METRIC,
+];
 
 fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
     let check = prom_escape(o.binary);
     let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, value: f64| {
+    let sample = |out: &mut String, name: &str, kind: &str, help: &str, value: f64| {
         let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{{check=\"{check}\"}} {value}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{check=\"{check}\"}} {}", prom_num(value));
+    };
+    let gauge = |out: &mut String, name: &str, help: &str, value: f64| {
+        sample(out, name, "gauge", help, value)
     };
     gauge(
+        &mut out,
         "k8s_storage_check_status",
         "Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
         report.status.code() as f64,
     );
     gauge(
+        &mut out,
         "k8s_storage_check_duration_seconds",
         "Wall time of the check run.",
         o.duration_secs,
     );
-    let mut seen = std::collections::HashSet::new();
+    let mut seen: std::collections::HashSet<String> =
+        RESERVED_METRICS.iter().map(|s| s.to_string()).collect();
     for p in &report.perfdata {
         let name = metric_name(p);
         if !seen.insert(name.clone()) {
             continue;
         }
-        gauge(
+        // Prometheus wants base units: ms and us become seconds; a counter is typed as one.
+        let (kind, value) = match p.uom {
+            Uom::Millis => ("gauge", p.value / 1e3),
+            Uom::Micros => ("gauge", p.value / 1e6),
+            Uom::Counter => ("counter", p.value),
+            _ => ("gauge", p.value),
+        };
+        sample(
+            &mut out,
             &name,
+            kind,
             &format!("Perfdata value {}.", p.safe_label()),
-            p.value,
+            value,
         );
     }
+    render_finding_series(&mut out, report, o, &check);
     out
+}
+
+/// A sample value: Prometheus spells the non-finite ones `NaN`, `+Inf`, `-Inf`.
+fn prom_num(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, check: &str) {
+    let mut bad: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.status != Status::Ok)
+        .collect();
+    // Worst first, so that the cap keeps what pages.
+    bad.sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+
+    let _ = writeln!(
+        out,
+        "# HELP {FINDINGS_METRIC} Non-OK findings of the run by state, whether exported as series or not."
+    );
+    let _ = writeln!(out, "# TYPE {FINDINGS_METRIC} gauge");
+    for st in [Status::Critical, Status::Warning, Status::Unknown] {
+        let n = bad.iter().filter(|f| f.status == st).count();
+        let _ = writeln!(
+            out,
+            "{FINDINGS_METRIC}{{check=\"{check}\",state=\"{}\"}} {n}",
+            st.as_str().to_ascii_lowercase()
+        );
+    }
+
+    let mut lines = Vec::new();
+    let mut keys = std::collections::HashSet::new();
+    let mut omitted = 0usize;
+    for f in &bad {
+        let mut labels = format!(
+            "check=\"{check}\",state=\"{}\"",
+            f.status.as_str().to_ascii_lowercase()
+        );
+        if !f.signal.is_empty() {
+            let _ = write!(labels, ",signal=\"{}\"", prom_escape(f.signal));
+        }
+        for (k, v) in f.subject.fields() {
+            let _ = write!(labels, ",{k}=\"{}\"", prom_escape(v));
+        }
+        // Two findings with the same labels are one series (a duplicate would be rejected).
+        if keys.contains(&labels) {
+            continue;
+        }
+        if lines.len() >= o.max_findings_series {
+            omitted += 1;
+            continue;
+        }
+        keys.insert(labels.clone());
+        lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP {FINDING_METRIC} One series per non-OK finding (worst first, capped by --max-findings-series): value is the state, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+        );
+        let _ = writeln!(out, "# TYPE {FINDING_METRIC} gauge");
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP {FINDINGS_OMITTED_METRIC} Non-OK findings left out of {FINDING_METRIC} by --max-findings-series."
+    );
+    let _ = writeln!(out, "# TYPE {FINDINGS_OMITTED_METRIC} gauge");
+    let _ = writeln!(
+        out,
+        "{FINDINGS_OMITTED_METRIC}{{check=\"{check}\"}} {omitted}"
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Finding, Perfdata};
+    use crate::report::{Finding, Perfdata, Subject};
     use crate::Range;
 
     fn opts(max: usize, v: u8) -> RenderOptions<'static> {
@@ -240,6 +363,7 @@ mod tests {
             max_output: max,
             duration_secs: 0.01,
             debug: &[],
+            max_findings_series: 100,
         }
     }
 
@@ -414,5 +538,143 @@ mod tests {
             assert!(name.starts_with("k8s_storage_check_"));
             value.parse::<f64>().unwrap();
         }
+    }
+
+    fn opts_cap(max_series: usize) -> RenderOptions<'static> {
+        RenderOptions {
+            max_findings_series: max_series,
+            ..opts(4096, 0)
+        }
+    }
+
+    fn series(out: &str, metric: &str) -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn prometheus_one_series_per_non_ok_finding_with_subject_labels() {
+        let r = Report::new(Status::Critical, "x")
+            .finding(
+                Finding::new(Status::Critical, "radarr read-only")
+                    .signal("emergency_ro")
+                    .subject(
+                        Subject::new()
+                            .namespace("media")
+                            .pvc("radarr-config")
+                            .pv("pvc-1"),
+                    ),
+            )
+            .finding(
+                Finding::new(Status::Ok, "fine")
+                    .signal("rw")
+                    .subject(Subject::new().pv("pvc-2")),
+            )
+            .finding(
+                Finding::new(Status::Warning, "errors")
+                    .signal("fs_errors")
+                    .subject(Subject::new().device("sdc")),
+            );
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert_eq!(
+            series(&out, FINDING_METRIC),
+            [
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",namespace="media",pvc="radarr-config",pv="pvc-1"} 2"#,
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc"} 1"#,
+            ]
+        );
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 0\n")
+        );
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"critical\"} 1\n"
+        ));
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"warning\"} 1\n"
+        ));
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"unknown\"} 0\n"
+        ));
+    }
+
+    #[test]
+    fn prometheus_finding_series_are_capped_worst_first_and_counted() {
+        let mut r = Report::new(Status::Critical, "x");
+        for i in 0..50 {
+            r = r.finding(
+                Finding::new(Status::Warning, format!("w{i}"))
+                    .signal("w")
+                    .subject(Subject::new().pv(format!("w{i}"))),
+            );
+        }
+        for i in 0..5 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("c{i}"))
+                    .signal("c")
+                    .subject(Subject::new().pv(format!("c{i}"))),
+            );
+        }
+        let out = render(&r, Format::Prometheus, &opts_cap(10));
+        let s = series(&out, FINDING_METRIC);
+        assert_eq!(s.len(), 10);
+        assert_eq!(
+            s.iter()
+                .filter(|l| l.contains("state=\"critical\""))
+                .count(),
+            5
+        );
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 45\n")
+        );
+        // A cap of 0 exports no series (and no HELP/TYPE for an empty family), only the counts.
+        let out = render(&r, Format::Prometheus, &opts_cap(0));
+        assert!(!out.contains(&format!("{FINDING_METRIC}{{")));
+        assert!(!out.contains(&format!("TYPE {FINDING_METRIC} ")));
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 55\n")
+        );
+    }
+
+    #[test]
+    fn prometheus_identical_findings_are_one_series() {
+        let f = Finding::new(Status::Critical, "a")
+            .signal("s")
+            .subject(Subject::new().pv("p"));
+        let r = Report::new(Status::Critical, "x")
+            .finding(f.clone())
+            .finding(f.clone().detail("other text, same labels"));
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert_eq!(series(&out, FINDING_METRIC).len(), 1);
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 0\n")
+        );
+    }
+
+    #[test]
+    fn prometheus_label_values_are_escaped() {
+        let r = Report::new(Status::Critical, "x").finding(
+            Finding::new(Status::Critical, "a")
+                .signal("s")
+                .subject(Subject::new().mount("/var/lib/a\"b\\c\nd")),
+        );
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert!(out.contains(r#"mount="/var/lib/a\"b\\c\nd"} 2"#), "{out}");
+        assert_eq!(prom_escape("a\\b\"c\nd"), r#"a\\b\"c\nd"#);
+    }
+
+    #[test]
+    fn prometheus_base_units_reserved_names_and_non_finite_values() {
+        let r = Report::new(Status::Ok, "x")
+            .perf(Perfdata::new("lag", 250.0).uom(Uom::Millis))
+            .perf(Perfdata::new("events", 7.0).uom(Uom::Counter))
+            .perf(Perfdata::new("status", 9.0))
+            .perf(Perfdata::new("ratio", f64::INFINITY));
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert!(out.contains("k8s_storage_check_lag_seconds{check=\"check_ro_pvc_mounts\"} 0.25\n"));
+        assert!(out.contains("# TYPE k8s_storage_check_events_total counter\n"));
+        assert_eq!(out.matches("k8s_storage_check_status{").count(), 1);
+        assert!(out.contains("k8s_storage_check_ratio{check=\"check_ro_pvc_mounts\"} +Inf\n"));
     }
 }

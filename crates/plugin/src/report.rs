@@ -144,10 +144,118 @@ impl Perfdata {
     }
 }
 
-/// One thing a check found: a line of long output (plus optional detail lines under it).
+/// What a finding is about: the node, workload and storage objects it names. Every field is
+/// optional; a check fills in whichever apply. The field names are stable and the same across
+/// checks: they are the JSON `subject` keys and the Prometheus label names of
+/// `k8s_storage_check_finding` (see [`Subject::fields`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct Subject {
+    /// Kubernetes node name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// PersistentVolumeClaim name (in `namespace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<String>,
+    /// PersistentVolume name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pv: Option<String>,
+    /// CSI driver (or in-tree plugin) name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Block device or filesystem source, e.g. `sdc`, `dm-3`, `loop7`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Mount point path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+    /// iSCSI target name (IQN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iqn: Option<String>,
+    /// iSCSI session, e.g. `session3`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+macro_rules! subject_setters {
+    ($($field:ident),*) => {
+        $(
+            #[doc = concat!("Set `", stringify!($field), "` (an empty value leaves it unset).")]
+            pub fn $field(mut self, v: impl Into<String>) -> Self {
+                let v = v.into();
+                self.$field = if v.is_empty() { None } else { Some(v) };
+                self
+            }
+        )*
+    };
+}
+
+impl Subject {
+    pub fn new() -> Self {
+        Subject::default()
+    }
+
+    subject_setters!(node, namespace, pod, pvc, pv, driver, device, mount, iqn, session);
+
+    /// Set a field from an `Option` (None leaves it unset): `.maybe(Subject::pv, vol.pv.as_deref())`.
+    pub fn maybe<V: Into<String>>(self, set: fn(Self, String) -> Self, v: Option<V>) -> Self {
+        match v {
+            Some(v) => set(self, v.into()),
+            None => self,
+        }
+    }
+
+    /// The set fields as (name, value), in the documented order.
+    pub fn fields(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("node", &self.node),
+            ("namespace", &self.namespace),
+            ("pod", &self.pod),
+            ("pvc", &self.pvc),
+            ("pv", &self.pv),
+            ("driver", &self.driver),
+            ("device", &self.device),
+            ("mount", &self.mount),
+            ("iqn", &self.iqn),
+            ("session", &self.session),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+        .collect()
+    }
+
+    /// True when no field is set.
+    pub fn is_empty(&self) -> bool {
+        self.fields().is_empty()
+    }
+}
+
+/// The names of every [`Subject`] field, in order: the documented, stable set.
+pub const SUBJECT_FIELDS: [&str; 10] = [
+    "node",
+    "namespace",
+    "pod",
+    "pvc",
+    "pv",
+    "driver",
+    "device",
+    "mount",
+    "iqn",
+    "session",
+];
+
+/// One thing a check found: a line of long output (plus optional detail lines under it), the
+/// machine-readable kind of what fired (`signal`, stable snake_case) and what it is about
+/// (`subject`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     pub status: Status,
+    /// Stable snake_case kind, e.g. `emergency_ro`, `stale_mount`, `crashloop`.
+    pub signal: &'static str,
+    pub subject: Subject,
     pub text: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
@@ -157,6 +265,8 @@ impl Finding {
     pub fn new(status: Status, text: impl Into<String>) -> Self {
         Finding {
             status,
+            signal: "",
+            subject: Subject::default(),
             text: text.into(),
             details: Vec::new(),
         }
@@ -165,6 +275,24 @@ impl Finding {
         self.details.push(d.into());
         self
     }
+    /// The machine-readable kind of this finding: lowercase snake_case, stable across releases.
+    pub fn signal(mut self, s: &'static str) -> Self {
+        debug_assert!(is_snake_case(s), "signal {s:?} is not snake_case");
+        self.signal = s;
+        self
+    }
+    pub fn subject(mut self, s: Subject) -> Self {
+        self.subject = s;
+        self
+    }
+}
+
+/// `[a-z][a-z0-9_]*` without a trailing `_`: what a signal may be.
+pub fn is_snake_case(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && !s.ends_with('_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The complete result of one check run.
@@ -272,5 +400,74 @@ mod tests {
         let order: Vec<_> = r.findings.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(order, ["c", "b", "d", "a"]);
         assert_eq!(r.worst_finding(), Status::Critical);
+    }
+
+    #[test]
+    fn subject_builder_sets_named_fields_only() {
+        let s = Subject::new()
+            .namespace("media")
+            .pvc("radarr-config")
+            .pv("")
+            .maybe(Subject::node, Some("n1"))
+            .maybe(Subject::device, None::<&str>);
+        assert_eq!(
+            s.fields(),
+            [
+                ("node", "n1"),
+                ("namespace", "media"),
+                ("pvc", "radarr-config")
+            ]
+        );
+        assert!(Subject::new().is_empty());
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"node": "n1", "namespace": "media", "pvc": "radarr-config"})
+        );
+    }
+
+    #[test]
+    fn every_subject_field_is_documented_in_order() {
+        let s = Subject::new()
+            .node("a")
+            .namespace("a")
+            .pod("a")
+            .pvc("a")
+            .pv("a")
+            .driver("a")
+            .device("a")
+            .mount("a")
+            .iqn("a")
+            .session("a");
+        let names: Vec<_> = s.fields().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(names, SUBJECT_FIELDS);
+        let v = serde_json::to_value(&s).unwrap();
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        let mut want: Vec<_> = SUBJECT_FIELDS.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        let mut keys = keys;
+        keys.sort();
+        assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn finding_json_carries_signal_and_subject() {
+        let f = Finding::new(Status::Critical, "pvc-a read-only")
+            .signal("emergency_ro")
+            .subject(Subject::new().pv("pvc-a"));
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["signal"], "emergency_ro");
+        assert_eq!(v["subject"], serde_json::json!({"pv": "pvc-a"}));
+        assert_eq!(v["status"], "CRITICAL");
+    }
+
+    #[test]
+    fn snake_case_rule() {
+        for ok in ["emergency_ro", "stale_mount", "a1", "crashloop"] {
+            assert!(is_snake_case(ok), "{ok}");
+        }
+        for bad in ["", "Emergency", "a-b", "_a", "a_", "1a", "a b"] {
+            assert!(!is_snake_case(bad), "{bad}");
+        }
     }
 }

@@ -4,7 +4,7 @@ use crate::render::{render, Format, RenderOptions};
 use crate::{Report, Status};
 use nix::libc;
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,6 +70,16 @@ pub struct CommonArgs {
         help_heading = "Common options"
     )]
     pub max_output: usize,
+
+    /// --format prometheus: at most this many k8s_storage_check_finding series (one per non-OK
+    /// finding, worst first); the rest are counted in k8s_storage_check_findings_omitted
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "100",
+        help_heading = "Common options"
+    )]
+    pub max_findings_series: usize,
 }
 
 /// An UNKNOWN outcome with its reason: anything that keeps a check from deciding.
@@ -202,21 +212,11 @@ fn usage_error<C: Check>(err: &clap::Error, format: Format) -> String {
         .map(|l| l.to_string())
         .unwrap_or_else(|| format!("Usage: {} [OPTIONS]", C::BINARY));
     if format != Format::Nagios {
-        // A textfile collector or a JSON consumer gets its own format, status UNKNOWN.
-        let report = Report::unknown(format!("usage error: {first}"))
-            .note(format!("{usage} (try '{} --help')", C::BINARY));
-        return render(
-            &report,
-            format,
-            &RenderOptions {
-                name: C::NAME,
-                binary: C::BINARY,
-                verbosity: 0,
-                max_output: 4096,
-                duration_secs: 0.0,
-                debug: &[],
-            },
-        );
+        // The caller asked for a machine format: a usage error is an UNKNOWN in that format.
+        let report = Report::unknown(format!("usage error: {}", crate::sanitize(&first)))
+            .note(usage)
+            .note(format!("Try '{} --help' for more information.", C::BINARY));
+        return render_plain::<C>(&report, format);
     }
     format!(
         "{} UNKNOWN - usage error: {}\n{}\nTry '{} --help' for more information.\n",
@@ -227,11 +227,11 @@ fn usage_error<C: Check>(err: &clap::Error, format: Format) -> String {
     )
 }
 
-/// The `--format` asked for on a command line clap rejected: scanned by hand, so the usage error
-/// itself comes in that format (nagios when absent or unreadable).
+/// The format the arguments ask for, read without the parser (which just failed): the last
+/// `--format X` / `--format=X` that names a known format, else nagios.
 fn requested_format(args: &[std::ffi::OsString]) -> Format {
     use clap::ValueEnum;
-    let mut found = Format::Nagios;
+    let mut format = Format::Nagios;
     let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
     while let Some(a) = it.next() {
         if a == "--" {
@@ -240,13 +240,52 @@ fn requested_format(args: &[std::ffi::OsString]) -> Format {
         let value = if a == "--format" {
             it.next().map(|v| v.into_owned())
         } else {
-            a.strip_prefix("--format=").map(str::to_string)
+            a.strip_prefix("--format=").map(|v| v.to_string())
         };
-        if let Some(f) = value.and_then(|v| Format::from_str(&v, true).ok()) {
-            found = f;
+        if let Some(f) = value.and_then(|v| Format::from_str(&v, false).ok()) {
+            format = f;
         }
     }
-    found
+    format
+}
+
+/// A report rendered outside a run (usage error, panic, lost worker): no debug, no duration.
+fn render_plain<C: Check>(report: &Report, format: Format) -> String {
+    render(
+        report,
+        format,
+        &RenderOptions {
+            name: C::NAME,
+            binary: C::BINARY,
+            verbosity: 0,
+            max_output: 4096,
+            duration_secs: 0.0,
+            debug: &[],
+            max_findings_series: 0,
+        },
+    )
+}
+
+/// The output format once parsed, for the panic hook (0 nagios, 1 json, 2 prometheus).
+static FORMAT: AtomicU8 = AtomicU8::new(0);
+
+fn set_format(f: Format) {
+    FORMAT.store(
+        match f {
+            Format::Nagios => 0,
+            Format::Json => 1,
+            Format::Prometheus => 2,
+        },
+        Ordering::SeqCst,
+    );
+}
+
+fn current_format() -> Format {
+    match FORMAT.load(Ordering::SeqCst) {
+        1 => Format::Json,
+        2 => Format::Prometheus,
+        _ => Format::Nagios,
+    }
 }
 
 /// `--print-spec [ARGS…]` (hidden, first argument only): the check's options as JSON — names,
@@ -378,15 +417,35 @@ fn value_kind(a: &clap::Arg, has_possible: bool) -> &'static str {
 /// /dev/null. On timeout the worker is killed (killable waits end at once) and abandoned to init
 /// if even that cannot end it.
 pub fn main<C: Check>() -> ! {
-    install_panic_hook(C::NAME);
+    install_panic_hook(C::NAME, C::BINARY);
     let code = match parse::<C, _, _>(std::env::args_os(), write_out) {
-        Ok(opts) => run_forked(opts, write_out),
+        Ok(opts) => match privileged_start() {
+            Ok(()) => run_forked(opts, write_out),
+            Err(why) => refuse::<C>(opts.common(), why, write_out),
+        },
         Err(code) => code,
     };
     std::process::exit(code)
 }
 
+/// The privilege boundary, before any check code runs: a privileged binary (`AT_SECURE`) refuses
+/// callers outside the group owning its file, and otherwise lowers itself to the caller's
+/// privilege; checks raise it again only around the node's own sources (see
+/// [`crate::privilege`] and `node::privilege`).
+fn privileged_start() -> Result<(), String> {
+    crate::privilege::gate()?;
+    crate::privilege::lower_process()
+}
+
+/// Answer UNKNOWN with `why`, in the requested format, without running the check.
+fn refuse<C: Check>(common: &CommonArgs, why: String, out: impl Fn(&str)) -> i32 {
+    let report = Report::unknown(why);
+    out(&finish::<C>(&report, common, &[], Duration::ZERO));
+    report.status.code()
+}
+
 /// Parse arguments; usage errors, `--help` and `--version` are answered here (exit code 3).
+/// A usage error is answered in the requested `--format` when that much can be read.
 fn parse<C, I, T>(args: I, out: impl Fn(&str)) -> Result<C, i32>
 where
     C: Check,
@@ -398,16 +457,24 @@ where
         out(&print_spec::<C>(&args));
         return Err(Status::Ok.code());
     }
-    C::try_parse_from(&args).map_err(|e| {
-        use clap::error::ErrorKind;
-        match e.kind() {
-            ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => out(&e.render().to_string()),
-            _ => out(&usage_error::<C>(&e, requested_format(&args))),
+    match C::try_parse_from(&args) {
+        Ok(c) => {
+            set_format(c.common().format);
+            Ok(c)
         }
-        Status::Unknown.code()
-    })
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    out(&e.render().to_string())
+                }
+                _ => out(&usage_error::<C>(&e, requested_format(&args))),
+            }
+            Err(Status::Unknown.code())
+        }
+    }
 }
 
 fn outcome_report(result: Result<Report, Unknown>) -> Report {
@@ -449,6 +516,7 @@ fn finish<C: Check>(
             max_output: common.max_output,
             duration_secs: elapsed.as_secs_f64(),
             debug,
+            max_findings_series: common.max_findings_series,
         },
     )
 }
@@ -472,6 +540,9 @@ where
         Err(code) => return code,
     };
     let common = opts.common().clone();
+    if let Err(why) = crate::privilege::gate() {
+        return refuse::<C>(&common, why, out);
+    }
     let ctx = Arc::new(Ctx::new(
         work_budget(common.timeout.duration),
         common.verbose,
@@ -633,9 +704,12 @@ fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
             } else {
                 format!("exit status {}", libc::WEXITSTATUS(status))
             };
+            let report = Report::unknown(format!(
+                "internal error: the check process ended without an answer ({how})"
+            ));
             break Ok((
                 Status::Unknown.code(),
-                format!("{} UNKNOWN - internal error: the check process ended without an answer ({how})\n", C::NAME),
+                finish::<C>(&report, &common, &[], start.elapsed()),
             ));
         }
     };
@@ -723,7 +797,7 @@ fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-fn install_panic_hook(name: &'static str) {
+fn install_panic_hook(name: &'static str, binary: &'static str) {
     std::panic::set_hook(Box::new(move |info| {
         let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
             (*s).to_string()
@@ -736,12 +810,23 @@ fn install_panic_hook(name: &'static str) {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        let line = format!(
-            "{} UNKNOWN - internal error: {}{}\n",
-            name,
-            crate::sanitize(&msg),
-            place
-        );
+        let reason = format!("internal error: {}{}", crate::sanitize(&msg), place);
+        let line = match current_format() {
+            Format::Nagios => format!("{name} UNKNOWN - {reason}\n"),
+            f => render(
+                &Report::unknown(reason),
+                f,
+                &RenderOptions {
+                    name,
+                    binary,
+                    verbosity: 0,
+                    max_output: 4096,
+                    duration_secs: 0.0,
+                    debug: &[],
+                    max_findings_series: 0,
+                },
+            ),
+        };
         let fd = WORKER_FD.load(Ordering::SeqCst);
         if fd >= 0 {
             // In the worker: the parent prints it.
@@ -850,6 +935,26 @@ mod tests {
             assert!(first.starts_with("DEMO UNKNOWN - usage error: "), "{first}");
             assert!(out.contains("Usage: "), "{out}");
         }
+    }
+
+    #[test]
+    fn usage_errors_answer_in_the_requested_format() {
+        let (code, out) = run(&["--format", "prometheus", "--bogus"]);
+        assert_eq!(code, 3);
+        assert!(
+            out.contains("k8s_storage_check_status{check=\"check_demo\"} 3\n"),
+            "{out}"
+        );
+        assert!(!out.contains("Usage:"), "{out}");
+        let (code, out) = run(&["-t", "abc", "--format=json"]);
+        assert_eq!(code, 3);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["status"], "UNKNOWN");
+        assert!(v["summary"].as_str().unwrap().starts_with("usage error: "));
+        assert!(v["notes"][0].as_str().unwrap().starts_with("Usage: "));
+        // An unknown format is itself the usage error: plain text.
+        let (_, out) = run(&["--format", "xml"]);
+        assert!(out.starts_with("DEMO UNKNOWN - usage error: "), "{out}");
     }
 
     #[test]
