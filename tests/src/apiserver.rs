@@ -423,6 +423,36 @@ impl ApiServer {
             "/apis/storage.k8s.io/v1/volumeattachments",
             list("volumeattachments", "VolumeAttachmentList", META),
         );
+        // Nodes: those set as "nodes", and every node a pod is bound to (a real cluster has a
+        // Node object for each).
+        self.route(
+            "/api/v1/nodes",
+            Arc::new(|_req: &Request, ctx: &Ctx| {
+                let rv = ctx.rv.load(Ordering::SeqCst).to_string();
+                Response::json(
+                    200,
+                    &serde_json::json!({
+                        "kind": "NodeList",
+                        "apiVersion": "v1",
+                        "metadata": {"resourceVersion": rv},
+                        "items": nodes_of(ctx),
+                    }),
+                )
+            }),
+        );
+        self.route(
+            "/api/v1/nodes/{name}",
+            Arc::new(|req: &Request, ctx: &Ctx| {
+                let name = req.param("name").unwrap();
+                nodes_of(ctx)
+                    .into_iter()
+                    .find(|o| o["metadata"]["name"] == name)
+                    .map(|o| Response::json(200, &o))
+                    .unwrap_or_else(|| {
+                        Response::status(404, "NotFound", &format!("nodes \"{name}\" not found"))
+                    })
+            }),
+        );
         self.route(
             "/api/v1/namespaces/{ns}/{resource}/{name}",
             Arc::new(|req: &Request, ctx: &Ctx| {
@@ -958,6 +988,24 @@ fn label_match(obj: &Value, sel: &str) -> bool {
 
 /// A standard list: namespace from the path, labelSelector, fieldSelector (only `fields`),
 /// `limit`/`continue` pagination with opaque-looking tokens.
+/// The Node objects of the store: those set as `nodes`, plus one per node a pod is bound to.
+fn nodes_of(ctx: &Ctx) -> Vec<Value> {
+    let mut nodes = ctx.objects("nodes");
+    for p in ctx.objects("pods") {
+        let Some(n) = p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if !nodes.iter().any(|o| o["metadata"]["name"] == n) {
+            nodes.push(serde_json::json!({
+                "kind": "Node",
+                "apiVersion": "v1",
+                "metadata": {"name": n, "uid": format!("node-{n}")},
+            }));
+        }
+    }
+    nodes
+}
+
 pub fn list_handler(
     req: &Request,
     ctx: &Ctx,

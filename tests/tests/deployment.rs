@@ -1443,6 +1443,8 @@ fn rbac_grants_only_what_the_checks_read() {
     granted.sort();
     let want: Vec<(String, String)> = [
         ("", "events"),
+        // The stuck-pod checks prove a node without pods exists (kube::nodes).
+        ("", "nodes"),
         ("", "persistentvolumes"),
         ("", "pods"),
         ("events.k8s.io", "events"),

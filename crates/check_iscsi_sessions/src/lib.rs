@@ -693,6 +693,19 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     let all = &data.sessions.sessions;
     let sessions: Vec<&Session> = all.iter().filter(|s| included(s, policy)).collect();
     let excluded = all.len() - sessions.len();
+    if sessions.is_empty() && excluded > 0 {
+        // A filter that matched nothing must not read as "no iSCSI sessions".
+        let names: Vec<&str> = all
+            .iter()
+            .take(5)
+            .map(|s| s.targetname.value().unwrap_or(s.name.as_str()))
+            .collect();
+        return Report::unknown(format!(
+            "--include/--exclude matched none of the {excluded} iSCSI session(s) ({}{})",
+            names.join(", "),
+            if excluded > 5 { ", …" } else { "" }
+        ));
+    }
 
     let by_dev = mounts_by_dev(data);
 

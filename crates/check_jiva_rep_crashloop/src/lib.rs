@@ -433,6 +433,13 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 .detail(format!("unhealthy: {}", bad.join(", "))),
         );
     }
+    if d.replicas.is_empty() {
+        // Nothing seen is no proof of health: a wrong namespace or selector looks the same.
+        return Report::unknown(format!(
+            "no Jiva replicas found {} (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex",
+            d.scope
+        ));
+    }
     let summary = if summary_parts.is_empty() {
         if d.replicas.is_empty() {
             format!("no Jiva replicas found {}", d.scope)
@@ -856,7 +863,7 @@ mod tests {
         let r = evaluate(&data(&[], &o), &o, now());
         assert_eq!(
             (r.status, r.summary.as_str()),
-            (Status::Ok, "no Jiva replicas found in namespace openebs")
+            (Status::Unknown, "no Jiva replicas found in namespace openebs (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex")
         );
     }
 

@@ -218,7 +218,22 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         prefixes.iter().any(|p| mp.starts_with(p.as_str()))
     })
     .map_err(Unknown)?;
+    let under_roots = if o.filter.is_set() {
+        mounts
+            .iter()
+            .filter(|m| kubelet::classify(&m.mount_point, &roots).is_some())
+            .count()
+    } else {
+        0
+    };
     let mut volumes = group(mounts, &roots, &o.filter);
+    // A filter that matched nothing must not read as "no PV mounts".
+    if volumes.is_empty() && under_roots > 0 {
+        return Err(Unknown(format!(
+            "{} matched none of the {under_roots} mounts under the kubelet root(s)",
+            o.filter.describe()
+        )));
+    }
 
     ctx.stage("reading filesystem error state from sysfs");
     let ext4 = fsstate::Ext4Index::read(&sys);

@@ -481,6 +481,19 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     }
 
     let targets: Vec<usize> = (0..mounts.len()).filter(|&i| mounts[i].selected).collect();
+    // A filter that matched nothing must not read as "no CSI mounts".
+    if targets.is_empty() && !mounts.is_empty() && opts.filter.is_set() {
+        return Err(Unknown(format!(
+            "{} matched none of the {} CSI mounts under {}",
+            opts.filter.describe(),
+            mounts.len(),
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     let paths: Vec<PathBuf> = targets
         .iter()
         .map(|&i| host.mount_path(&mounts[i].mount_point))

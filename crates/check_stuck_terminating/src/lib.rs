@@ -355,23 +355,25 @@ impl Opts {
     /// All I/O: pods (API or file) and, for wedged pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         let filter = self.filter()?;
-        let mut d = Data {
-            scope: filter.describe(),
-            ..Default::default()
-        };
+        let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
             if let Some(t) = classify(&p) {
                 d.terminating.push(t);
             }
         };
-        let client = kube::scan_pods(
+        // No pod on the node: prove the node exists rather than answer OK on nothing.
+        let scan = kube::nodes::scan_node_pods(
             self.pods.pods_json.as_deref(),
             &self.api,
-            &filter,
+            filter,
+            !self.all_nodes && self.node.guessed(),
             ctx,
             &mut take,
         )?;
+        d.scope = scan.filter.describe();
+        d.notes.extend(scan.note);
+        let client = scan.client;
         if !self.no_events {
             let th = thresholds(self);
             let wedged: Vec<(String, String)> = d

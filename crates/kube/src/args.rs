@@ -37,6 +37,12 @@ pub struct NodeArg {
 }
 
 impl NodeArg {
+    /// True when no `--node` was given: the name is the host's, a guess that may be spelled
+    /// differently from the node's.
+    pub fn guessed(&self) -> bool {
+        self.node.as_deref().is_none_or(|n| n.trim().is_empty())
+    }
+
     /// `--node`, else the host's name (lower-case, as kubelet registers it by default): in a
     /// container (`--host-root`) $NODE_NAME or the host's hostname, never the pod's.
     pub fn name(&self) -> Result<String, plugin::Unknown> {

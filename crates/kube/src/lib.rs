@@ -24,6 +24,7 @@ pub mod client;
 pub mod config;
 pub mod list;
 pub mod names;
+pub mod nodes;
 pub mod selector;
 pub mod time;
 pub mod types;

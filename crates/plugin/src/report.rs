@@ -70,6 +70,11 @@ impl Perfdata {
             max: None,
         }
     }
+    /// A value that could not be measured this run: rendered `U`, as the guidelines say, so the
+    /// label stays in the perfdata (NaN in JSON as null, in Prometheus as NaN).
+    pub fn unknown(label: impl Into<String>) -> Self {
+        Perfdata::new(label, f64::NAN)
+    }
     pub fn uom(mut self, uom: Uom) -> Self {
         self.uom = uom;
         self
@@ -116,7 +121,11 @@ impl Perfdata {
     pub fn render(&self) -> String {
         let label = self.safe_label();
         let mut fields = vec![
-            format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str()),
+            if self.value.is_nan() {
+                format!("{label}=U")
+            } else {
+                format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str())
+            },
             self.warn
                 .as_ref()
                 .map(|r| r.to_string())
