@@ -1576,3 +1576,191 @@ fn state_faults_nested_ops_and_kernel_errors() {
         );
     }
 }
+
+/// Plant, as `uid`, a symlink at `name` in `dir` pointing at `target` (lchown: the link is the
+/// other user's, as if that user had made it).
+fn plant(dir: &Path, name: &str, target: &Path, uid: u32) {
+    let l = dir.join(name);
+    std::os::unix::fs::symlink(target, &l).unwrap();
+    std::os::unix::fs::lchown(&l, Some(uid), Some(uid)).unwrap();
+}
+
+/// Every name the old writer used or a guesser would try: the final name and
+/// `.<final>.tmp.<pid>` for the next few hundred PIDs.
+fn plant_everywhere(dir: &Path, final_name: &str, target_final: &Path, target_tmp: &Path) {
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    plant(dir, final_name, target_final, 65534);
+    for pid in last + 1..last + 600 {
+        plant(dir, &format!(".{final_name}.tmp.{pid}"), target_tmp, 65534);
+    }
+}
+
+/// Root-owned files a planted link points at, with their content and mtime.
+struct Targets {
+    files: Vec<(PathBuf, Vec<u8>, std::time::SystemTime)>,
+}
+
+impl Targets {
+    fn new(dir: &Path, names: &[&str]) -> Targets {
+        let files = names
+            .iter()
+            .map(|n| {
+                let p = dir.join(n);
+                let body = format!("root-only {n} {}\n", std::process::id()).into_bytes();
+                std::fs::write(&p, &body).unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+                let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                (p, body, m)
+            })
+            .collect();
+        Targets { files }
+    }
+    fn assert_untouched(&self, label: &str) {
+        for (p, body, m) in &self.files {
+            let md = std::fs::symlink_metadata(p).unwrap();
+            assert!(md.is_file(), "{label}: {} replaced", p.display());
+            assert_eq!(
+                &std::fs::read(p).unwrap(),
+                body,
+                "{label}: {} written",
+                p.display()
+            );
+            assert_eq!(
+                md.modified().unwrap(),
+                *m,
+                "{label}: {} touched",
+                p.display()
+            );
+            assert_eq!(md.len(), body.len() as u64, "{label}: {}", p.display());
+        }
+    }
+}
+
+/// Issue 16: a root run writing its state into a directory where another user planted symlinks
+/// at every name it can guess leaves the symlinks' targets untouched. A directory that user owns
+/// (the NRPE user's, a sudo-mode run as root) is refused with a note, the alert still reported;
+/// a root-owned sticky world-writable one (like /tmp) is used, the planted links replaced, never
+/// followed, and the symlinked state file ignored on reading.
+#[test]
+fn state_writes_cannot_be_redirected() {
+    use std::os::unix::fs::MetadataExt;
+    if !e2e::need_root("state_writes_cannot_be_redirected") {
+        return;
+    }
+    let d = open_tempdir();
+    for c in STATE_CHECKS {
+        let rd = d.path().join(c.short);
+        std::fs::create_dir_all(&rd).unwrap();
+        let (base, _input) = state_inputs(c, &rd);
+        // The state file's name, from a run into a scratch directory.
+        let scratch = rd.join("scratch");
+        let out = Cmd::new(bin(c.bin))
+            .args(&base)
+            .arg("--state-dir")
+            .arg(&scratch)
+            .run();
+        assert_eq!(out.code, c.want, "{}: priming run: {out:?}", c.bin);
+        let final_name = the_state_file(&scratch)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let secret = rd.join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        let targets = Targets::new(&secret, &["final", "tmp"]);
+
+        // 1. The other user's own directory: refused, nothing read or written through it.
+        let theirs = rd.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        plant_everywhere(
+            &theirs,
+            &final_name,
+            &targets.files[0].0,
+            &targets.files[1].0,
+        );
+        let planted = std::fs::read_dir(&theirs).unwrap().count();
+        for i in 0..2 {
+            let out = Cmd::new(bin(c.bin))
+                .args(&base)
+                .args(["-t", "10"])
+                .arg("--state-dir")
+                .arg(&theirs)
+                .run();
+            let label = format!("{} into a directory of uid 65534, run {i}", c.bin);
+            assert_eq!(out.code, c.want, "{label}: the alert is kept: {out:?}");
+            assert!(
+                out.first_line()
+                    .to_lowercase()
+                    .contains(&c.phrase.to_lowercase()),
+                "{label}: {out:?}"
+            );
+            assert!(
+                out.stdout.contains("refused") && out.stdout.contains("owned by uid 65534"),
+                "{label}: the refusal is named: {out:?}"
+            );
+            targets.assert_untouched(&label);
+            assert_eq!(
+                std::fs::read_dir(&theirs).unwrap().count(),
+                planted,
+                "{label}: nothing created in the refused directory"
+            );
+        }
+
+        // 2. A root-owned sticky world-writable directory with the same links (made by uid 65534).
+        let sticky = rd.join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        plant_everywhere(
+            &sticky,
+            &final_name,
+            &targets.files[0].0,
+            &targets.files[1].0,
+        );
+        for i in 0..2 {
+            let out = Cmd::new(bin(c.bin))
+                .args(&base)
+                .args(["-t", "10"])
+                .arg("--state-dir")
+                .arg(&sticky)
+                .run();
+            let label = format!("{} into a sticky 1777 directory, run {i}", c.bin);
+            assert_eq!(out.code, c.want, "{label}: {out:?}");
+            assert!(
+                out.first_line()
+                    .to_lowercase()
+                    .contains(&c.phrase.to_lowercase()),
+                "{label}: {out:?}"
+            );
+            if i == 0 {
+                assert!(
+                    out.stdout.contains("is a symbolic link: ignored"),
+                    "{label}: the planted state link is named: {out:?}"
+                );
+            } else {
+                assert!(!out.stdout.contains("symbolic link"), "{label}: {out:?}");
+            }
+            targets.assert_untouched(&label);
+            let st = std::fs::symlink_metadata(sticky.join(&final_name)).unwrap();
+            assert!(
+                st.is_file() && st.uid() == 0,
+                "{label}: the state is root's own regular file"
+            );
+        }
+        // No temp file left behind, every planted temp link still a link.
+        for e in std::fs::read_dir(&sticky).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != final_name {
+                assert!(
+                    e.file_type().unwrap().is_symlink(),
+                    "{}: stray {name}",
+                    c.bin
+                );
+            }
+        }
+    }
+}

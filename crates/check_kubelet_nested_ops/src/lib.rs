@@ -544,7 +544,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 failures: failures.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -620,7 +623,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 failures: kept.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(

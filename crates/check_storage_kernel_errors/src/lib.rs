@@ -595,7 +595,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             events: events.clone(),
         };
         if let Err(e) = state::save(p, &s) {
-            data.notes.push(e);
+            // A refused directory was already named when loading.
+            if !data.notes.contains(&e) {
+                data.notes.push(e);
+            }
         }
     }
     // Devices → mounts → PVs.
