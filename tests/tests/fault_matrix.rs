@@ -320,6 +320,8 @@ enum ApiFault {
     Dropped,
     WrongCa,
     ExpiredCert,
+    /// One answer of 80 MiB whatever was asked (issue 16: a server that ignores `limit`).
+    IgnoresLimit,
 }
 
 const API_FAULTS: &[(ApiFault, i32, &str)] = &[
@@ -334,6 +336,7 @@ const API_FAULTS: &[(ApiFault, i32, &str)] = &[
     (ApiFault::Dropped, 3, ""),
     (ApiFault::WrongCa, 3, "certificate"),
     (ApiFault::ExpiredCert, 3, ""),
+    (ApiFault::IgnoresLimit, 3, "more than 64 MiB"),
 ];
 
 /// A kubeconfig for `srv` with the fault applied (server side faults are armed on `srv`), and
@@ -367,6 +370,7 @@ fn faulty_kubeconfig(srv: &ApiServer, f: ApiFault) -> (PathBuf, Vec<String>) {
                 ApiFault::Truncated => Fault::Truncated,
                 ApiFault::Garbage => Fault::Garbage,
                 ApiFault::Dropped => Fault::Drop,
+                ApiFault::IgnoresLimit => Fault::IgnoresLimit(80 << 20),
                 _ => unreachable!(),
             });
             (kc, vec![])
@@ -520,6 +524,14 @@ enum FileFault {
     Huge,
     /// The good content with invalid UTF-8 bytes inside every line.
     NonUtf8,
+    /// `/dev/zero`: endless NUL bytes from a character device (issue 16: memory must stay
+    /// bounded, the answer a clear UNKNOWN within -t).
+    DevZero,
+    /// Random bytes with newlines: no record or line of any format.
+    Garbage,
+    /// A syslog-format kern.log full of EXT4 errors (what `--kmsg` must not silently read as
+    /// "no records").
+    SyslogKern,
 }
 
 const FILE_FAULTS: &[FileFault] = &[
@@ -529,6 +541,9 @@ const FILE_FAULTS: &[FileFault] = &[
     FileFault::Truncated,
     FileFault::Huge,
     FileFault::NonUtf8,
+    FileFault::DevZero,
+    FileFault::Garbage,
+    FileFault::SyslogKern,
 ];
 
 /// The faulty version of `good` at `dir/name`.
@@ -554,6 +569,28 @@ fn faulty_file(dir: &Path, name: &str, good: &[u8], f: FileFault) -> PathBuf {
             // zeros (0.4 s idle, over 2 s with both cores busy), which would otherwise be charged
             // to the check's -t and make the row depend on the machine's load.
             std::io::copy(&mut std::fs::File::open(&p).unwrap(), &mut std::io::sink()).unwrap();
+        }
+        FileFault::DevZero => return PathBuf::from("/dev/zero"),
+        FileFault::Garbage => {
+            // A fixed xorshift stream: reproducible, no line of any format.
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let v: Vec<u8> = (0..200_000)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 97 == 96 {
+                        b'\n'
+                    } else {
+                        (x >> 24) as u8
+                    }
+                })
+                .collect();
+            write(dir, name, v);
+        }
+        FileFault::SyslogKern => {
+            let l = "Jul 13 20:28:05 k8s03 kernel: [1234567.891011] EXT4-fs error (device sdc): ext4_journal_check_start:83: comm radarr: Detected aborted journal\nJul 13 20:28:05 k8s03 kernel: [1234567.891012] EXT4-fs (sdc): Remounting filesystem read-only\n";
+            write(dir, name, l.repeat(50));
         }
         FileFault::NonUtf8 => {
             let mut v = Vec::new();
@@ -726,10 +763,22 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),
         (_, _, "Unreadable" | "dirUnreadable") => (3, "Permission denied (EACCES)"),
         ("check_iscsi_sessions", "--sys", "dirEmpty") => (3, "not a sysfs"),
-        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
-        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
         ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystems writable"),
         ("check_stale_csi_mounts", "--mountinfo", "NonUtf8") => (0, "no CSI mounts"),
+        // Issue 16: a source that yields nothing parsable, or data past a cap, is not OK
+        // (these rows answered OK before: a 200 MiB line, a garbage or syslog-format --kmsg).
+        ("check_kubelet_nested_ops", "--log-file", "Huge" | "DevZero") => {
+            (3, "the cap of one log line")
+        }
+        ("check_kubelet_nested_ops", "--log-file", "Garbage") => (3, "is not a kubelet log"),
+        (
+            "check_storage_kernel_errors",
+            "--kmsg",
+            "Huge" | "DevZero" | "Garbage" | "SyslogKern",
+        ) => (3, "is not a kernel log"),
+        (_, "--mountinfo", "Huge" | "DevZero") => (3, "the cap of a mount table"),
+        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
+        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
         (_, "--mountinfo", "Empty") => (3, "is empty: not a mount table"),
         (_, "--mountinfo", _) => (3, "garbled mount table"),
         (_, "--pods-json" | "--pvs-json", "Empty" | "Truncated") => (3, "JSON"),
@@ -764,7 +813,10 @@ fn file_faults_every_node_check() {
                     r.phrases = vec![phrase];
                 }
                 r.nobody = f == FileFault::Unreadable;
-                r.marker = Some(p.to_string_lossy().into_owned());
+                // /dev/zero is no marker of ours: the longest temp path among the arguments is.
+                if f != FileFault::DevZero {
+                    r.marker = Some(p.to_string_lossy().into_owned());
+                }
                 rows.push(r);
                 keep.push(inp);
             }
@@ -822,6 +874,71 @@ fn file_faults_every_node_check() {
     }
     run_rows(rows);
     drop(keep);
+}
+
+/// Run `bin args` with -t `T` and return (exit code, stdout, peak RSS in KiB). The peak is the
+/// largest of the check process and the worker it forked and reaped (`wait4`'s rusage covers the
+/// waited-for descendants), so it is the worker's peak, mapped file pages included.
+fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = std::process::Command::new(bin(bin_name))
+        .args(["-t", &T.to_string()])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stdout = child.stdout.unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
+    let mut status = 0;
+    // SAFETY: wait4 on our own child with a zeroed rusage we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(rc, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (code, reader.join().unwrap(), ru.ru_maxrss)
+}
+
+/// Issue 16: every file input of every node check given `/dev/zero` (an endless source; before,
+/// `--mountinfo /dev/zero` grew to ~3 GB until -t killed it) answers UNKNOWN naming what is
+/// wrong, within -t, with the worker's peak RSS at most 64 MiB.
+#[test]
+fn dev_zero_inputs_stay_within_64_mib() {
+    const LIMIT_KIB: i64 = 64 * 1024;
+    let mut failed = Vec::new();
+    for &(bin_name, name, files, _) in NODE_CHECKS {
+        for &opt in files.iter() {
+            let inp = good_inputs();
+            let args = node_args(bin_name, &inp, Some((opt, Path::new("/dev/zero"))));
+            let (want, phrase) = expect_file(bin_name, opt, "DevZero");
+            let t = std::time::Instant::now();
+            let (code, out, kib) = run_measured(bin_name, &args);
+            let took = t.elapsed();
+            let first = out.lines().next().unwrap_or("").to_string();
+            println!("{bin_name} {opt} /dev/zero: exit {code}, {kib} KiB peak, {took:?}: {first}");
+            let ok = code == want
+                && first.starts_with(&format!("{name} "))
+                && first.to_lowercase().contains(&phrase.to_lowercase())
+                && kib <= LIMIT_KIB
+                && took <= Duration::from_secs(T) + MARGIN;
+            if !ok {
+                failed.push(format!(
+                    "{bin_name} {opt} /dev/zero: exit {code} (want {want} {phrase:?}), {kib} KiB (cap {LIMIT_KIB}), {took:?}: {out:?}"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------------------

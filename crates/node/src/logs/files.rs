@@ -34,6 +34,9 @@ fn add(a: &mut ScanStats, b: ScanStats) {
     a.bytes_consumed += b.bytes_consumed;
     a.hits += b.hits;
     a.complete &= b.complete;
+    a.overlong += b.overlong;
+    a.sampled += b.sampled;
+    a.recognized += b.recognized;
 }
 
 fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
@@ -137,6 +140,7 @@ mod tests {
             needles: &[b"HIT"],
             deadline: None,
             consume_partial_tail: false,
+            recognize: None,
         };
         let r = read(path, prev, &o, |l| {
             v.push(String::from_utf8_lossy(l).into_owned())

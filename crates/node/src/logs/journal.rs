@@ -261,6 +261,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             needles: q.needles,
             deadline: Some(q.deadline),
             consume_partial_tail: true,
+            recognize: None,
         };
         let res = scan(
             &mut b,
