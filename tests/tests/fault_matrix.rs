@@ -1881,3 +1881,184 @@ fn state_writes_cannot_be_redirected() {
         }
     }
 }
+
+/// Tasks in D state that are probe threads of our mount checks (the thread is named `probe`; its
+/// own `exe` link names the binary even after the rest of its process exited).
+fn stuck_probe_tasks() -> Vec<String> {
+    let mut out = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if p.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        for t in std::fs::read_dir(p.path().join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let tp = t.path();
+            let comm = std::fs::read_to_string(tp.join("comm")).unwrap_or_default();
+            if comm.trim() != "probe" {
+                continue;
+            }
+            let stat = std::fs::read_to_string(tp.join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next());
+            if state != Some(Some('D')) {
+                continue;
+            }
+            let exe = std::fs::read_link(tp.join("exe")).unwrap_or_default();
+            let exe = exe.to_string_lossy();
+            if exe.contains("check_ro_pvc_mounts") || exe.contains("check_stale_csi_mounts") {
+                out.push(format!("{} ({exe})", tp.display()));
+            }
+        }
+    }
+    out
+}
+
+/// Undo the D-state scenario whatever happened: let the FUSE daemon run again (the stuck I/O
+/// completes), wait for the stuck tasks to go, unmount the filesystem, detach the loop device.
+struct DStateScenario<'a> {
+    ns: &'a e2e::Ns,
+    daemon: i32,
+    mount: PathBuf,
+    loop_dev: String,
+}
+
+impl Drop for DStateScenario<'_> {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        let _ = kill(nix::unistd::Pid::from_raw(self.daemon), Signal::SIGCONT);
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !stuck_probe_tasks().is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.ns
+            .sh_any(&format!("umount '{}'", self.mount.display()));
+        self.ns.sh_any(&format!("losetup -d '{}'", self.loop_dev));
+    }
+}
+
+/// Issue 16: a probe stuck in uninterruptible I/O cannot be killed; ten runs against such a
+/// device must not leave ten stuck tasks. The device: a loop device over a file on a FUSE
+/// (bindfs) mount whose daemon is then SIGSTOPped, ext4 on it, mounted at a kubelet pod volume
+/// path in a private mount namespace; the page cache dropped so that the probe's readdir needs
+/// the device (its thread then waits in D state, which no signal ends). Five runs of each mount
+/// check share one run directory: afterwards at most one probe task of ours is stuck, and the
+/// later runs say "still hung since" instead of probing.
+#[test]
+fn d_state_probes_do_not_pile_up() {
+    let test = "d_state_probes_do_not_pile_up";
+    if !e2e::need_root(test) || !e2e::need_tool(test, "bindfs") {
+        return;
+    }
+    assert!(
+        stuck_probe_tasks().is_empty(),
+        "stuck probe tasks before the test: {:?}",
+        stuck_probe_tasks()
+    );
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut ns = e2e::Ns::new();
+    let tree = KubeletTree::new(&dp.join("k"));
+    let mp = tree.pod_csi_mount("u-fm-dstate", "pvc-fm-dstate", "csi.example.com");
+    let fuse = dp.join("fuse");
+    let daemon = e2e::fuse::bindfs(&mut ns, &dp.join("backing"), &fuse);
+    let img = fuse.join("disk.img");
+    let out = ns.sh(&format!(
+        "truncate -s 64M '{img}' && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 '{img}' && \
+         L=$(losetup -f --show '{img}') && mount -o noatime \"$L\" '{mp}' && \
+         mkdir '{mp}/data' && for i in $(seq 200); do echo $i > '{mp}/data/f'$i; done && sync && echo \"$L\"",
+        img = img.display(),
+        mp = mp.display()
+    ));
+    let loop_dev = out.stdout.trim().lines().last().unwrap().to_string();
+    let scenario = DStateScenario {
+        ns: &ns,
+        daemon,
+        mount: mp.clone(),
+        loop_dev,
+    };
+    let run = dp.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let pods = write(
+        dp,
+        "pods.json",
+        serde_json::to_vec(&kubectl_list(vec![pod_with_uid(
+            "pod-u-fm-dstate",
+            "u-fm-dstate",
+        )]))
+        .unwrap(),
+    );
+    let pvs = write(
+        dp,
+        "pvs.json",
+        serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+    );
+
+    e2e::fuse::stop_daemon(daemon);
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    let mut outs = Vec::new();
+    for i in 0..10 {
+        let stale = i % 2 == 1;
+        let mut c = ns
+            .check(if stale {
+                "check_stale_csi_mounts"
+            } else {
+                "check_ro_pvc_mounts"
+            })
+            .args(["-t", "6", "--probe-timeout", "1s"])
+            .arg("--kubelet-root")
+            .arg(&tree.root)
+            .arg("--run-dir")
+            .arg(&run);
+        if stale {
+            c = c
+                .args(["--node", NODE, "--pods-json"])
+                .arg(&pods)
+                .arg("--pvs-json")
+                .arg(&pvs);
+        }
+        let o = c.run();
+        println!(
+            "run {i}: exit {} {:.2}s {}",
+            o.code,
+            o.elapsed.as_secs_f64(),
+            o.first_line()
+        );
+        outs.push(o);
+    }
+    let stuck = stuck_probe_tasks();
+    println!("stuck probe tasks after ten runs: {stuck:?}");
+    let markers: Vec<_> = std::fs::read_dir(&run).unwrap().flatten().collect();
+    drop(scenario);
+    drop(ns);
+    // The device really was stuck: the first probe hung and its task is in D state (else this
+    // test proves nothing).
+    assert_eq!(outs[0].code, 2, "{:?}", outs[0]);
+    assert!(
+        outs[0].stdout.contains("does not answer (no answer in 1s)"),
+        "{:?}",
+        outs[0]
+    );
+    assert_eq!(stuck.len(), 1, "one stuck task per stuck device: {stuck:?}");
+    assert_eq!(markers.len(), 1, "one marker: {markers:?}");
+    for (i, o) in outs.iter().enumerate().skip(1) {
+        assert_eq!(o.code, 2, "run {i}: {o:?}");
+        assert!(
+            o.stdout.contains("still hung since") && o.stdout.contains("not probed again"),
+            "run {i}: {o:?}"
+        );
+        assert!(
+            o.elapsed < Duration::from_secs(6) + MARGIN,
+            "run {i}: {o:?}"
+        );
+    }
+    assert!(
+        stuck_probe_tasks().is_empty(),
+        "stuck probe tasks left after the daemon ran again: {:?}",
+        stuck_probe_tasks()
+    );
+}

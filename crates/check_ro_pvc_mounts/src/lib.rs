@@ -69,6 +69,12 @@ pub struct Opts {
     #[arg(long, value_name = "DIR")]
     pub host_root: Option<PathBuf>,
 
+    /// Where stuck probes are remembered, so a mount stuck in uninterruptible I/O is not probed
+    /// (and one more task left stuck) on every run [default: /run/k8s-storage-checks; none under
+    /// --host-root]
+    #[arg(long = "run-dir", value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+
     /// Kubelet root directory (repeatable) [default: each that exists of /var/lib/kubelet,
     /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
     #[arg(long = "kubelet-root", value_name = "DIR")]
@@ -124,6 +130,8 @@ pub struct NodeData {
     pub can_read_all: bool,
     pub kernel: Option<(u32, u32, u32)>,
     pub roots: Vec<PathBuf>,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Group the kubelet's volume mounts into PV filesystems. Pure.
@@ -262,7 +270,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     ctx.stage("probing PV mount points");
     let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
     let timeout = o.probe_timeout.min(budget).max(Duration::from_millis(50));
-    let targets: Vec<PathBuf> = volumes
+    let targets: Vec<(PathBuf, String)> = volumes
         .iter()
         .map(|v| {
             // Probe a staging mount when there is one (it exists as long as any pod uses the
@@ -274,10 +282,16 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
                 .unwrap_or(&v.mounts[0])
                 .0
                 .clone();
-            host.mount_path(mp)
+            (host.mount_path(mp), v.key.clone())
         })
         .collect();
-    let outcomes = probe::probe_many(&targets, timeout, 16);
+    let memory = probe::memory_for(o.run_dir.as_deref(), o.host_root.as_deref());
+    let (outcomes, notes) = probe::probe_remembered(
+        &targets,
+        timeout,
+        16,
+        memory.as_ref().map_err(|e| e.as_str()),
+    );
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -291,6 +305,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         kernel,
         roots,
         can_read_all,
+        notes,
     })
 }
 
@@ -385,6 +400,12 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
             return Verdict::ReadOnly(with_errors(format!(
                 "the mount point does not answer (no answer in {})",
                 plugin::fmt_duration(*after)
+            )));
+        }
+        Some(o @ Outcome::StillHung { .. }) => {
+            return Verdict::ReadOnly(with_errors(format!(
+                "the mount point does not answer ({})",
+                o.describe()
             )));
         }
         _ => {}
@@ -536,6 +557,7 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         format!("{n} PV filesystems writable")
     };
     let mut r = Report::new(status, summary);
+    r.notes.extend(data.notes.iter().cloned());
     let denied = data
         .volumes
         .iter()

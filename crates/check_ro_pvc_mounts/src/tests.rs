@@ -75,6 +75,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         kernel: Some(kernel),
         roots: roots(),
         can_read_all: true,
+        notes: vec![],
     }
 }
 

@@ -117,6 +117,12 @@ pub struct Opts {
     /// Container mode: the host's / is mounted here (mount table and mount points are read through it)
     #[arg(long = "host-root", value_name = "DIR")]
     pub host_root: Option<PathBuf>,
+
+    /// Where stuck probes are remembered, so a mount stuck in uninterruptible I/O is not probed
+    /// (and one more task left stuck) on every run [default: /run/k8s-storage-checks; none under
+    /// --host-root]
+    #[arg(long = "run-dir", value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
 }
 
 fn parse_probe_timeout(s: &str) -> Result<Duration, String> {
@@ -177,6 +183,8 @@ pub struct Data {
     pub cluster: ClusterView,
     /// The probe timeout actually used (--probe-timeout capped by the time left).
     pub probe_timeout: Duration,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Who a mount belongs to, as far as the path, vol_data.json, the other mounts and the cluster tell.
@@ -525,10 +533,17 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     }
 
     let targets: Vec<usize> = (0..mounts.len()).filter(|&i| mounts[i].selected).collect();
-    let paths: Vec<PathBuf> = targets
+    let paths: Vec<(PathBuf, String)> = targets
         .iter()
-        .map(|&i| host.mount_path(&mounts[i].mount_point))
+        .map(|&i| {
+            let m = &mounts[i];
+            (
+                host.mount_path(&m.mount_point),
+                format!("{}:{}", m.major, m.minor),
+            )
+        })
         .collect();
+    let mut notes = Vec::new();
     let probe_timeout = probe_budget(opts.probe_timeout, ctx.remaining(), paths.len());
     if probe_timeout < opts.probe_timeout {
         ctx.debug(format!(
@@ -542,8 +557,14 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             paths.len(),
             plugin::fmt_duration(probe_timeout)
         ));
-        let outcomes =
-            node::probe::probe_many(&paths, probe_timeout, paths.len().min(MAX_PARALLEL));
+        let memory = node::probe::memory_for(opts.run_dir.as_deref(), opts.host_root.as_deref());
+        let (outcomes, n) = node::probe::probe_remembered(
+            &paths,
+            probe_timeout,
+            paths.len().min(MAX_PARALLEL),
+            memory.as_ref().map_err(|e| e.as_str()),
+        );
+        notes = n;
         for (&i, o) in targets.iter().zip(outcomes) {
             ctx.debug(format!(
                 "probe {}: {}",
@@ -558,6 +579,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         mounts,
         cluster,
         probe_timeout,
+        notes,
     })
 }
 
@@ -576,7 +598,8 @@ pub fn probe_budget(wanted: Duration, remaining: Duration, probes: usize) -> Dur
 #[derive(Debug, Clone, PartialEq)]
 pub enum Problem {
     Corrupted(String),
-    Hung(Duration),
+    /// No answer: why (`no answer in 3s`, or still hung from an earlier run).
+    Hung(String),
     /// The probe failed in a way that says nothing about the mount (fork failed, other errno).
     NotProbed(String),
     Orphaned,
@@ -617,7 +640,9 @@ pub fn problems(i: usize, data: &Data, ids: &[Identity]) -> Vec<Problem> {
     let mut out = Vec::new();
     match &m.probe {
         Some(o) if o.is_corrupted() => out.push(Problem::Corrupted(o.describe())),
-        Some(Outcome::Hung { after }) => out.push(Problem::Hung(*after)),
+        Some(o @ (Outcome::Hung { .. } | Outcome::StillHung { .. })) => {
+            out.push(Problem::Hung(o.describe()))
+        }
         Some(Outcome::ProbeError(e)) => out.push(Problem::NotProbed(e.clone())),
         // Gone between reading the table and probing: unmounted meanwhile, nothing stale.
         Some(Outcome::Failed { errno, .. }) if *errno == nix::errno::Errno::ENOENT => {}
@@ -667,10 +692,7 @@ fn headline(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String
     let pv = id.pv.as_deref().unwrap_or("?");
     match p {
         Problem::Corrupted(why) => format!("corrupted {kw} {mp}: {why}"),
-        Problem::Hung(after) => format!(
-            "hung {kw} {mp}: no answer in {}",
-            plugin::fmt_duration(*after)
-        ),
+        Problem::Hung(why) => format!("hung {kw} {mp}: {why}"),
         Problem::NotProbed(why) => format!("{kw} {mp} not probed: {why}"),
         Problem::Orphaned => {
             let uid = id.pod_uid.as_deref().unwrap_or("?");
@@ -953,6 +975,9 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
     }
     if use_thresholds {
         report = report.note("state from -w/-c on the number of stale mounts");
+    }
+    for n in &data.notes {
+        report = report.note(n.clone());
     }
 
     report

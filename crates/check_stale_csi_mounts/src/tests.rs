@@ -112,6 +112,7 @@ fn data(mounts: Vec<CsiMount>, cluster: ClusterView) -> Data {
         mounts,
         cluster,
         probe_timeout: Duration::from_secs(3),
+        notes: vec![],
     }
 }
 
