@@ -751,26 +751,27 @@ fn short(p: &Problem) -> &'static str {
 
 fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
     let driver = id.driver.as_deref().unwrap_or("its driver");
-    let mp = m.mount_point.display();
+    // The path as one shell word: a hostile path cannot break out of the command.
+    let mp = plugin::shell_quote(&m.mount_point.to_string_lossy());
     let plugin = format!("restart the CSI node plugin pod of {driver} on this node");
     match p {
         Problem::Corrupted(_) | Problem::Hung(_) if is_pod_mount(&m.kind) => {
             let pod_alive = id.pod_uid.as_deref().and_then(|u| c.pod(u)).filter(|p| p.node.as_deref() == Some(c.node.as_str()));
             match pod_alive {
                 Some(pod) => format!(
-                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount '{mp}'",
+                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount {mp}",
                     pod.namespace, pod.name
                 ),
-                None => format!("hint: {plugin}; if the mount stays wedged: umount '{mp}', then restart the kubelet"),
+                None => format!("hint: {plugin}; if the mount stays wedged: umount {mp}, then restart the kubelet"),
             }
         }
         Problem::Corrupted(_) | Problem::Hung(_) => {
             format!("hint: {plugin}; if pods still wait in ContainerCreating, restart the kubelet")
         }
         Problem::NotProbed(_) => "hint: run with -vv to see every probe's answer".into(),
-        Problem::Orphaned => format!("hint: umount '{mp}' (its pod is gone), then restart the kubelet so its volume queue moves again"),
+        Problem::Orphaned => format!("hint: umount {mp} (its pod is gone), then restart the kubelet so its volume queue moves again"),
         Problem::PvGone | Problem::NotAttached => format!(
-            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount '{mp}'"
+            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount {mp}"
         ),
         Problem::Unpublished => format!(
             "hint: the kubelet unstages unused volumes within minutes; if this stays, restart the kubelet, then {plugin}"

@@ -281,10 +281,11 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             ));
             if let Some(path) = failed_mount_path(&e.message, &t.uid) {
                 f = f.detail(format!(
-                    "hint: on {node} run `umount {path}`: unmounting the pod's volume mount is \
+                    "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \
                      read-only filesystem (the global mount teardown and iSCSI logout then finish \
-                     on their own)"
+                     on their own)",
+                    plugin::shell_quote(&path)
                 ));
             }
         }

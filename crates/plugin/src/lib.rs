@@ -13,7 +13,7 @@ mod runtime;
 mod status;
 
 pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
-pub use render::{sanitize, Format};
+pub use render::{sanitize, shell_quote, Format};
 pub use report::{Finding, Perfdata, Report, Uom};
 pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
 pub use status::Status;

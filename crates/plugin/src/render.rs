@@ -14,6 +14,19 @@ pub enum Format {
     Prometheus,
 }
 
+/// Quote `s` as one word for a POSIX shell, for the commands hints tell an operator to run
+/// (`umount <path>`): bare when it holds only characters no shell treats specially, else in
+/// single quotes with each `'` written as `'\''`. Every hint that names a path or a name in a
+/// command uses this, so a hostile path cannot break out of it.
+pub fn shell_quote(s: &str) -> String {
+    // `~` only expands at the start of a word.
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:@%+,~".contains(c);
+    if !s.is_empty() && !s.starts_with('~') && s.chars().all(safe) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Make text safe for the plugin protocol: no `|` (perfdata separator), no control characters
 /// (a newline would start a new long-output line, and Icinga takes perfdata from every line).
 pub fn sanitize(s: &str) -> String {
@@ -214,6 +227,41 @@ fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shell_quoting_holds_one_word() {
+        assert_eq!(
+            shell_quote("/var/lib/kubelet/pods/u-1/mount"),
+            "/var/lib/kubelet/pods/u-1/mount"
+        );
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("/x'; rm -rf / #"), "'/x'\\''; rm -rf / #'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("/p/kubernetes.io~csi/x"),
+            "/p/kubernetes.io~csi/x"
+        );
+        assert_eq!(shell_quote("~root"), "'~root'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        // What a shell makes of the quoted word is the original, whatever it holds.
+        for s in [
+            "/a'b",
+            "~",
+            "it's",
+            "'",
+            "''",
+            "a\\'b",
+            "$HOME *",
+            "/p/\u{e9}",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(s)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), s);
+        }
+    }
     use super::*;
     use crate::report::{Finding, Perfdata};
     use crate::Range;
