@@ -879,6 +879,8 @@ fn file_faults_every_node_check() {
 /// Run `bin args` with -t `T` and return (exit code, stdout, peak RSS in KiB). The peak is the
 /// largest of the check process and the worker it forked and reaped (`wait4`'s rusage covers the
 /// waited-for descendants), so it is the worker's peak, mapped file pages included.
+// The child is reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
     use std::os::unix::process::ExitStatusExt;
     let child = std::process::Command::new(bin(bin_name))

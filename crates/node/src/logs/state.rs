@@ -445,7 +445,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("state-big-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let d = StateDir::open(&dir, false).unwrap();
-        d.write("big", &vec![b' '; 100]).unwrap();
+        d.write("big", &[b' '; 100]).unwrap();
         assert!(d.read("big", 99).unwrap_err().contains("larger than 99 B"));
         assert_eq!(d.read("big", 100).unwrap().unwrap().len(), 100);
         assert_eq!(d.read("none", 100).unwrap(), None);
