@@ -107,6 +107,41 @@ pub enum Fault {
     Slow(Duration),
     /// Accept, then close the connection without answering.
     Drop,
+    /// 200 with one list of at least this many bytes, whatever was asked: a server (or a proxy
+    /// in between) that ignores `limit` and sends everything at once. The items are pods of
+    /// another node, padded with a long annotation.
+    IgnoresLimit(usize),
+}
+
+/// A `PodList` of at least `bytes` bytes, no `continue` (built once per size).
+pub fn huge_list(bytes: usize) -> Vec<u8> {
+    static CACHE: Mutex<Option<(usize, Arc<Vec<u8>>)>> = Mutex::new(None);
+    let mut c = CACHE.lock().unwrap();
+    if let Some((n, b)) = c.as_ref() {
+        if *n == bytes {
+            return b.as_ref().clone();
+        }
+    }
+    let pad = "x".repeat(16 * 1024);
+    let mut out =
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#
+            .to_vec();
+    let mut i = 0u64;
+    while out.len() < bytes {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(
+            format!(
+                r#"{{"metadata":{{"name":"filler-{i}","namespace":"default","uid":"u-filler-{i}","annotations":{{"pad":"{pad}"}}}},"spec":{{"nodeName":"elsewhere"}},"status":{{"phase":"Running"}}}}"#
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    out.extend_from_slice(b"]}");
+    *c = Some((bytes, Arc::new(out.clone())));
+    out
 }
 
 /// What handlers can reach: the object store and the server's resource version counter.
@@ -865,6 +900,14 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
         Some(Fault::Drop) => {
             return Response {
                 drop_connection: true,
+                ..Default::default()
+            }
+        }
+        Some(Fault::IgnoresLimit(bytes)) if req.user.is_some() => {
+            return Response {
+                status: 200,
+                content_type: "application/json".into(),
+                body: huge_list(*bytes),
                 ..Default::default()
             }
         }

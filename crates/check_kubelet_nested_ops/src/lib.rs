@@ -564,6 +564,30 @@ fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
     failures
 }
 
+/// What a log source's format says: UNKNOWN when it holds complete lines and none of the first
+/// ones is a kubelet log line, or nothing but a line over the cap (reading it as "no failures"
+/// would answer OK after seeing nothing); a note when lines over the cap were cut.
+pub fn format_verdict(name: &str, s: &scan::ScanStats) -> Result<Option<String>, Unknown> {
+    let cap = plugin::fmt_bytes(scan::LINE_MAX as u64);
+    if s.sampled > 0 && s.recognized == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: none of its first {} lines has the shape of one (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, or kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, bare or behind a syslog/journal, CRI or Docker json-file prefix)",
+            s.sampled
+        )));
+    }
+    if s.overlong > 0 && s.sampled == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: it holds a line longer than {cap} (the cap of one log line) and no complete line besides"
+        )));
+    }
+    Ok((s.overlong > 0).then(|| {
+        format!(
+            "{name}: {} line(s) longer than {cap} (the cap of one log line) were cut",
+            s.overlong
+        )
+    }))
+}
+
 /// Gather from every source. `read_deadline` is when reading must stop.
 /// The zone of klog/syslog local times: `--tz`, else the host's (its /etc/localtime in container
 /// mode), else this process's.
@@ -686,7 +710,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -724,6 +751,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 needles: parse::NEEDLES,
                 deadline: Some(read_deadline),
                 consume_partial_tail: true,
+                recognize: Some(parse::is_log_line),
             };
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
@@ -734,6 +762,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 |_| {},
             )
             .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            notes.extend(format_verdict("stdin", &s)?);
             joiner.finish(|l| on_logical(l, &mut failures));
             data.streaks
                 .extend(streaks(&[], &failures, now - lookback, now));
@@ -764,11 +793,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             needles: parse::NEEDLES,
             deadline: Some(read_deadline),
             consume_partial_tail: false,
+            recognize: Some(parse::is_log_line),
         };
         let r = files::read(path, prev.as_ref(), &o, |l| {
             on_hit(l, &mut failures, &mut joiner)
         })
         .map_err(Unknown)?;
+        notes.extend(format_verdict(&name, &r.stats)?);
         // A partial piece that ends what is written so far is parsed as far as it goes (the
         // needle and the operation key are in the first piece); its rest comes alone next run.
         joiner.finish(|l| on_logical(l, &mut failures));
@@ -788,7 +819,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -838,6 +872,36 @@ impl Check for Opts {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_log_of_another_format_is_unknown() {
+        let st = |sampled, recognized, overlong| scan::ScanStats {
+            sampled,
+            recognized,
+            overlong,
+            ..Default::default()
+        };
+        let e = format_verdict("f", &st(16, 0, 0)).unwrap_err();
+        assert!(
+            e.0.contains("f is not a kubelet log") && e.0.contains("klog"),
+            "{e}"
+        );
+        let e = format_verdict("f", &st(0, 0, 1)).unwrap_err();
+        assert!(
+            e.0.contains("longer than 1 MiB (the cap of one log line)"),
+            "{e}"
+        );
+        assert_eq!(
+            format_verdict("f", &st(0, 0, 0)).unwrap(),
+            None,
+            "nothing yet"
+        );
+        assert_eq!(format_verdict("f", &st(3, 1, 0)).unwrap(), None);
+        assert!(format_verdict("f", &st(3, 1, 2))
+            .unwrap()
+            .unwrap()
+            .contains("2 line(s) longer than 1 MiB"));
+    }
     use super::*;
 
     const MIN: i64 = 60_000;
@@ -1244,7 +1308,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("kubelet.log");
-        std::fs::write(&log, "no failure here\n").unwrap();
+        std::fs::write(
+            &log,
+            "I0713 20:27:25.123456    2166 kubelet.go:1] no failure here\n",
+        )
+        .unwrap();
         let st = dir.join("state");
         let opts = Opts::try_parse_from([
             "check_kubelet_nested_ops",

@@ -72,6 +72,9 @@ pub struct Opts {
     pub host: node::HostRootArg,
 
     #[command(flatten)]
+    pub run_dir: node::RunDirArg,
+
+    #[command(flatten)]
     pub kubelet_root: node::KubeletRootArg,
 
     #[command(flatten)]
@@ -116,6 +119,8 @@ pub struct NodeData {
     pub roots: Vec<PathBuf>,
     /// This node's name (for the next-step hints).
     pub node_name: Option<String>,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Group the kubelet's volume mounts into PV filesystems. Pure.
@@ -261,7 +266,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .probe_timeout
         .min(budget)
         .max(Duration::from_millis(50));
-    let targets: Vec<PathBuf> = volumes
+    let targets: Vec<(PathBuf, String)> = volumes
         .iter()
         .map(|v| {
             // Probe a staging mount when there is one (it exists as long as any pod uses the
@@ -273,10 +278,18 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
                 .unwrap_or(&v.mounts[0])
                 .0
                 .clone();
-            host.mount_path(mp)
+            (host.mount_path(mp), v.key.clone())
         })
         .collect();
-    let outcomes = node::privilege::elevated_if(own, || probe::probe_many(&targets, timeout, 16));
+    let memory = probe::memory_for(o.run_dir.run_dir.as_deref(), o.host.host_root.as_deref());
+    let (outcomes, notes) = node::privilege::elevated_if(own, || {
+        probe::probe_remembered(
+            &targets,
+            timeout,
+            16,
+            memory.as_ref().map_err(|e| e.as_str()),
+        )
+    });
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -294,6 +307,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         roots,
         can_read_all,
         node_name: host.hostname(),
+        notes,
     })
 }
 
@@ -395,6 +409,12 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
             return Verdict::ReadOnly(with_errors(format!(
                 "the mount point does not answer (no answer in {})",
                 plugin::fmt_duration(*after)
+            )));
+        }
+        Some(o @ Outcome::StillHung { .. }) => {
+            return Verdict::ReadOnly(with_errors(format!(
+                "the mount point does not answer ({})",
+                o.describe()
             )));
         }
         _ => {}
@@ -651,6 +671,7 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         status = status.worst(Status::Warning);
     }
     let mut r = Report::new(status, summary).unit("volume", "volumes");
+    r.notes.extend(data.notes.iter().cloned());
     let denied = data
         .volumes
         .iter()

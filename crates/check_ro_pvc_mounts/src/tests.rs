@@ -76,6 +76,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         roots: roots(),
         can_read_all: true,
         node_name: Some("k8s03".into()),
+        notes: vec![],
     }
 }
 

@@ -96,6 +96,9 @@ pub struct Opts {
 
     #[command(flatten)]
     pub filter: node::FilterArgs,
+
+    #[command(flatten)]
+    pub run_dir: node::RunDirArg,
 }
 
 impl Check for Opts {
@@ -147,6 +150,8 @@ pub struct Data {
     pub cluster: ClusterView,
     /// The probe timeout actually used (--probe-timeout capped by the time left).
     pub probe_timeout: Duration,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Who a mount belongs to, as far as the path, vol_data.json, the other mounts and the cluster tell.
@@ -494,10 +499,17 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
                 .join(", ")
         )));
     }
-    let paths: Vec<PathBuf> = targets
+    let paths: Vec<(PathBuf, String)> = targets
         .iter()
-        .map(|&i| host.mount_path(&mounts[i].mount_point))
+        .map(|&i| {
+            let m = &mounts[i];
+            (
+                host.mount_path(&m.mount_point),
+                format!("{}:{}", m.major, m.minor),
+            )
+        })
         .collect();
+    let mut notes = Vec::new();
     let probe_timeout = probe_budget(opts.probe.probe_timeout, ctx.remaining(), paths.len());
     if probe_timeout < opts.probe.probe_timeout {
         ctx.debug(format!(
@@ -511,9 +523,19 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             paths.len(),
             plugin::fmt_duration(probe_timeout)
         ));
-        let outcomes = node::privilege::elevated_if(own, || {
-            node::probe::probe_many(&paths, probe_timeout, paths.len().min(MAX_PARALLEL))
+        let memory = node::probe::memory_for(
+            opts.run_dir.run_dir.as_deref(),
+            opts.node.host.host_root.as_deref(),
+        );
+        let (outcomes, n) = node::privilege::elevated_if(own, || {
+            node::probe::probe_remembered(
+                &paths,
+                probe_timeout,
+                paths.len().min(MAX_PARALLEL),
+                memory.as_ref().map_err(|e| e.as_str()),
+            )
         });
+        notes = n;
         for (&i, o) in targets.iter().zip(outcomes) {
             ctx.debug(format!(
                 "probe {}: {}",
@@ -528,6 +550,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         mounts,
         cluster,
         probe_timeout,
+        notes,
     })
 }
 
@@ -546,7 +569,8 @@ pub fn probe_budget(wanted: Duration, remaining: Duration, probes: usize) -> Dur
 #[derive(Debug, Clone, PartialEq)]
 pub enum Problem {
     Corrupted(String),
-    Hung(Duration),
+    /// No answer: why (`no answer in 3s`, or still hung from an earlier run).
+    Hung(String),
     /// The probe failed in a way that says nothing about the mount (fork failed, other errno).
     NotProbed(String),
     Orphaned,
@@ -587,7 +611,9 @@ pub fn problems(i: usize, data: &Data, ids: &[Identity]) -> Vec<Problem> {
     let mut out = Vec::new();
     match &m.probe {
         Some(o) if o.is_corrupted() => out.push(Problem::Corrupted(o.describe())),
-        Some(Outcome::Hung { after }) => out.push(Problem::Hung(*after)),
+        Some(o @ (Outcome::Hung { .. } | Outcome::StillHung { .. })) => {
+            out.push(Problem::Hung(o.describe()))
+        }
         Some(Outcome::ProbeError(e)) => out.push(Problem::NotProbed(e.clone())),
         // Gone between reading the table and probing: unmounted meanwhile, nothing stale.
         Some(Outcome::Failed { errno, .. }) if *errno == nix::errno::Errno::ENOENT => {}
@@ -637,10 +663,7 @@ fn headline(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String
     let pv = id.pv.as_deref().unwrap_or("?");
     match p {
         Problem::Corrupted(why) => format!("corrupted {kw} {mp}: {why}"),
-        Problem::Hung(after) => format!(
-            "hung {kw} {mp}: no answer in {}",
-            plugin::fmt_duration(*after)
-        ),
+        Problem::Hung(why) => format!("hung {kw} {mp}: {why}"),
         Problem::NotProbed(why) => format!("{kw} {mp} not probed: {why}"),
         Problem::Orphaned => {
             let uid = id.pod_uid.as_deref().unwrap_or("?");
@@ -699,26 +722,27 @@ fn short(p: &Problem) -> &'static str {
 
 fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
     let driver = id.driver.as_deref().unwrap_or("its driver");
-    let mp = m.mount_point.display();
+    // The path as one shell word: a hostile path cannot break out of the command.
+    let mp = plugin::shell_quote(&m.mount_point.to_string_lossy());
     let plugin = format!("restart the CSI node plugin pod of {driver} on this node");
     match p {
         Problem::Corrupted(_) | Problem::Hung(_) if is_pod_mount(&m.kind) => {
             let pod_alive = id.pod_uid.as_deref().and_then(|u| c.pod(u)).filter(|p| p.node.as_deref() == Some(c.node.as_str()));
             match pod_alive {
                 Some(pod) => format!(
-                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount '{mp}'",
+                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount {mp}",
                     pod.namespace, pod.name
                 ),
-                None => format!("hint: {plugin}; if the mount stays wedged: umount '{mp}', then restart the kubelet"),
+                None => format!("hint: {plugin}; if the mount stays wedged: umount {mp}, then restart the kubelet"),
             }
         }
         Problem::Corrupted(_) | Problem::Hung(_) => {
             format!("hint: {plugin}; if pods still wait in ContainerCreating, restart the kubelet")
         }
         Problem::NotProbed(_) => "hint: run with -vv to see every probe's answer".into(),
-        Problem::Orphaned => format!("hint: umount '{mp}' (its pod is gone), then restart the kubelet so its volume queue moves again"),
+        Problem::Orphaned => format!("hint: umount {mp} (its pod is gone), then restart the kubelet so its volume queue moves again"),
         Problem::PvGone | Problem::NotAttached => format!(
-            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount '{mp}'"
+            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount {mp}"
         ),
         Problem::Unpublished => format!(
             "hint: the kubelet unstages unused volumes within minutes; if this stays, restart the kubelet, then {plugin}"
@@ -923,6 +947,9 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
     }
     if use_thresholds {
         report = report.note("state from -w/-c on the number of stale mounts");
+    }
+    for n in &data.notes {
+        report = report.note(n.clone());
     }
 
     report

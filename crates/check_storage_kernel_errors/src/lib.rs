@@ -494,6 +494,9 @@ pub fn position_beyond_log(after: u64, max_seq: Option<u64>, complete: bool) -> 
     complete && max_seq.is_none_or(|m| m < after)
 }
 
+/// Storage events kept (in the state and for the answer): the newest ones.
+const MAX_EVENTS: usize = 5000;
+
 /// Read, classify, resolve.
 pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
     let host = opts.host.host();
@@ -564,6 +567,11 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
                         device: dev,
                         text: r.text.clone(),
                     });
+                    // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
+                    // log of nothing but errors cannot grow memory without bound.
+                    if events.len() >= 2 * MAX_EVENTS {
+                        events.drain(..events.len() - MAX_EVENTS);
+                    }
                 }
             })
         });
@@ -616,8 +624,8 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     if window_ms > 0 {
         events.retain(|e| e.t >= now - window_ms);
     }
-    if events.len() > 5000 {
-        events.drain(..events.len() - 5000);
+    if events.len() > MAX_EVENTS {
+        events.drain(..events.len() - MAX_EVENTS);
     }
     // Save before resolving (resolution reads sysfs and the mount table only).
     if let Some(p) = &state_path {
@@ -627,7 +635,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             events: events.clone(),
         };
         if let Err(e) = state::save(p, &s) {
-            data.notes.push(e);
+            // A refused directory was already named when loading.
+            if !data.notes.contains(&e) {
+                data.notes.push(e);
+            }
         }
     }
     // Devices → mounts → PVs.

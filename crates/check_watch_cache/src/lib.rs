@@ -456,8 +456,8 @@ impl Opts {
                 self.namespace,
                 self.name,
                 client.server(),
-                self.namespace,
-                self.name
+                plugin::shell_quote(&self.namespace),
+                plugin::shell_quote(&self.name)
             ))),
             Err(e) if e.status == Some(404) => {
                 let body = json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -184,6 +184,16 @@ impl Default for ProbeTimeoutArg {
     }
 }
 
+/// `--run-dir DIR`: where stuck probes are remembered across runs.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunDirArg {
+    /// Where stuck probes are remembered, so a mount stuck in uninterruptible I/O is not probed
+    /// (and one more task left stuck) on every run [default: /run/k8s-storage-checks; none under
+    /// --host-root]
+    #[arg(long = "run-dir", value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

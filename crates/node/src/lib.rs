@@ -13,7 +13,9 @@ pub mod mountinfo;
 pub mod privilege;
 pub mod probe;
 
-pub use args::{FilterArgs, HostRootArg, KubeletRootArg, MountinfoArg, ProbeTimeoutArg, SysArg};
+pub use args::{
+    FilterArgs, HostRootArg, KubeletRootArg, MountinfoArg, ProbeTimeoutArg, RunDirArg, SysArg,
+};
 pub use host::Host;
 pub use mountinfo::Mount;
 

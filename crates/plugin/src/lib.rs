@@ -15,7 +15,7 @@ mod runtime;
 pub mod shell;
 mod status;
 
-pub use range::{fmt_duration, fmt_num, parse_duration, Range, Thresholds};
+pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
 pub use report::{Finding, Perfdata, Report, Uom};
 pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};

@@ -244,6 +244,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// Render a byte count for people, in binary units: `512 B`, `64 KiB`, `16 MiB`, `1.5 GiB`.
+pub fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{} {}", v as u64, UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 /// Render a duration for people: `41m`, `2m2s`, `14d3h`, `850ms`.
 pub fn fmt_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -280,6 +296,15 @@ pub fn fmt_duration(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bytes_for_people() {
+        assert_eq!(fmt_bytes(0), "0 B");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(64 << 10), "64 KiB");
+        assert_eq!(fmt_bytes(16 << 20), "16 MiB");
+        assert_eq!(fmt_bytes(3 << 29), "1.5 GiB");
+    }
+
     use super::*;
 
     fn r(s: &str) -> Range {

@@ -395,8 +395,44 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shell_quoting_holds_one_word() {
+        assert_eq!(
+            shell_quote("/var/lib/kubelet/pods/u-1/mount"),
+            "/var/lib/kubelet/pods/u-1/mount"
+        );
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("/x'; rm -rf / #"), "'/x'\\''; rm -rf / #'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("/p/kubernetes.io~csi/x"),
+            "/p/kubernetes.io~csi/x"
+        );
+        assert_eq!(shell_quote("~root"), "'~root'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        // What a shell makes of the quoted word is the original, whatever it holds.
+        for s in [
+            "/a'b",
+            "~",
+            "it's",
+            "'",
+            "''",
+            "a\\'b",
+            "$HOME *",
+            "/p/\u{e9}",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(s)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), s);
+        }
+    }
     use super::*;
     use crate::report::{Finding, Perfdata, Subject};
+    use crate::shell_quote;
     use crate::Range;
 
     fn opts(max: usize, v: u8) -> RenderOptions<'static> {

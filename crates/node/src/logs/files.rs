@@ -34,6 +34,9 @@ fn add(a: &mut ScanStats, b: ScanStats) {
     a.bytes_consumed += b.bytes_consumed;
     a.hits += b.hits;
     a.complete &= b.complete;
+    a.overlong += b.overlong;
+    a.sampled += b.sampled;
+    a.recognized += b.recognized;
 }
 
 /// A gzip file: named `.gz`, or starting with the gzip magic (`1f 8b`).
@@ -205,6 +208,7 @@ mod tests {
             needles: &[b"HIT"],
             deadline: None,
             consume_partial_tail: false,
+            recognize: None,
         };
         let r = read(path, prev, &o, |l| {
             v.push(String::from_utf8_lossy(l).into_owned());
@@ -251,6 +255,7 @@ mod tests {
             needles: &[b"HIT"],
             deadline: None,
             consume_partial_tail: false,
+            recognize: None,
         };
         let e = read(&bad, None, &o, |_| false).unwrap_err();
         assert!(e.contains("bad.gz") && e.contains("gzip"), "{e}");
