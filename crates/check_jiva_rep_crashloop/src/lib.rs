@@ -307,7 +307,21 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                     .unwrap_or_default()
             ));
         }
-        findings.push(Finding::new(s, text));
+        findings.push(
+            Finding::new(s, text)
+                .signal(if s == Status::Ok {
+                    "replica_ok"
+                } else {
+                    "crashloop"
+                })
+                .subject(
+                    plugin::Subject::new()
+                        .node(r.node.as_str())
+                        .namespace(r.namespace.as_str())
+                        .pod(r.name.as_str())
+                        .maybe(plugin::Subject::pv, r.pv.as_deref()),
+                ),
+        );
     }
     let mut degraded = 0;
     for (pv, (n, h, bad)) in &volumes {
@@ -329,6 +343,12 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         summary_parts.push(format!("{pv}: {h}/{n} replicas healthy"));
         findings.push(
             Finding::new(s, format!("{pv}: {h}/{n} replicas healthy ({what})"))
+                .signal(if s == Status::Critical {
+                    "no_healthy_majority"
+                } else {
+                    "degraded_redundancy"
+                })
+                .subject(plugin::Subject::new().pv(*pv))
                 .detail(format!("unhealthy: {}", bad.join(", "))),
         );
     }

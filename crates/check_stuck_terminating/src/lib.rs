@@ -268,7 +268,18 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "terminating"
+            } else {
+                "stuck_terminating"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(t.node.as_str())
+                    .namespace(t.namespace.as_str())
+                    .pod(t.name.as_str()),
+            );
         if let Some(e) = d.events.get(&t.key()) {
             let ago = e
                 .when
@@ -280,6 +291,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 plugin::render::truncate(&e.message, 700)
             ));
             if let Some(path) = failed_mount_path(&e.message, &t.uid) {
+                f.subject = f.subject.mount(path.to_string());
                 f = f.detail(format!(
                     "hint: on {node} run `umount {path}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \
