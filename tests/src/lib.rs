@@ -1,7 +1,7 @@
 //! End-to-end harness: runs the release-built binaries as an operator would, against real things
 //! (loop-device filesystems in a private mount namespace, FUSE daemons, NRPE, the test API server).
 //!
-//! - [`bin`] builds the release binaries once per test process (`cargo build --release --bins`)
+//! - [`bin`] builds the release binaries once per test process (`./build-static`)
 //!   and returns a binary's path; `E2E_BIN_DIR` points at prebuilt ones instead.
 //! - [`run`] / [`Cmd`] run a binary and check the plugin protocol on its answer.
 //! - [`need_root`] decides whether a privileged test can run: not root → `skipped: needs root`,
@@ -30,7 +30,10 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Directory holding the release binaries, built once per test process.
+/// Directory holding the release binaries, built once per test process by `./build-static
+/// --no-install` (the one place that decides the release target: static musl when its target is
+/// installed, else static glibc; it never installs a toolchain target from a test run).
+/// `E2E_BIN_DIR` points at prebuilt ones instead.
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -38,20 +41,19 @@ pub fn bin_dir() -> PathBuf {
             return PathBuf::from(d);
         }
         let root = workspace_root();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let out = Command::new("sh")
             .current_dir(&root)
-            .args(["build", "--release", "--workspace", "--bins", "--quiet"])
-            .status()
-            .expect("run cargo build --release");
-        assert!(status.success(), "cargo build --release failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"));
-        // .cargo/config.toml's build target, unless overridden the way cargo reads it.
-        let triple = std::env::var("CARGO_BUILD_TARGET")
-            .unwrap_or_else(|_| "x86_64-unknown-linux-musl".to_string());
-        target.join(triple).join("release")
+            .args(["build-static", "--no-install", "--quiet"])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run ./build-static");
+        assert!(out.status.success(), "./build-static failed");
+        let stdout = String::from_utf8(out.stdout).expect("build-static prints a UTF-8 path");
+        let dir = stdout
+            .lines()
+            .last()
+            .expect("build-static prints the binaries' directory");
+        PathBuf::from(dir)
     })
     .clone()
 }

@@ -169,19 +169,67 @@ fn pod_of(err: &str) -> Option<String> {
         .filter(|p| !p.is_empty())
 }
 
-/// Shorten an error for output: one line, at most `max` characters.
+/// Where the part of a known error that says what to do begins, most specific first: the paths
+/// to unmount (GetDeviceMountRefs, all versions' wording), the device path, the CSI driver's own
+/// answer.
+const ACTIONABLE: &[&str] = &[
+    "the device mount path",
+    "The device mount path",
+    "is still mounted by other references",
+    "rpc error:",
+];
+
+/// Shorten an error for output: one line, at most `max` characters. What is cut is the middle:
+/// the head (which operation, which volume) and the actionable tail of a known error (the
+/// `still mounted by other references [...]` list, the device path, the driver's `rpc error`)
+/// stay; without a known tail the last two thirds are kept.
 pub fn shorten(s: &str, max: usize) -> String {
     let one: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let one = one.trim();
-    if one.chars().count() <= max {
-        one.to_string()
-    } else {
-        let cut: String = one.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+    let n = one.chars().count();
+    if n <= max {
+        return one.to_string();
     }
+    let max = max.max(8);
+    // The earliest actionable marker whose tail leaves room for a head; else the latest one.
+    let starts: Vec<usize> = ACTIONABLE
+        .iter()
+        .filter_map(|m| one.find(m))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let tail_chars = |b: usize| one[b..].chars().count();
+    let pick = starts
+        .iter()
+        .copied()
+        .find(|&b| tail_chars(b) + 8 <= max)
+        .or_else(|| starts.last().copied());
+    let (head_n, tail) = match pick {
+        Some(b) if tail_chars(b) + 8 <= max => (max - 1 - tail_chars(b), &one[b..]),
+        Some(b) => {
+            // The tail alone is too long: keep its start and its end (the list's last entries).
+            let t = &one[b..];
+            let keep_end = (max - 2) / 2;
+            let keep_start = max - 2 - keep_end;
+            let start: String = t.chars().take(keep_start).collect();
+            let end: String = t.chars().skip(t.chars().count() - keep_end).collect();
+            return format!("…{start}…{end}");
+        }
+        None => {
+            let tail_n = (max - 1) * 2 / 3;
+            let b = one
+                .char_indices()
+                .nth(n - tail_n)
+                .map(|(i, _)| i)
+                .unwrap_or(one.len());
+            (max - 1 - tail_n, &one[b..])
+        }
+    };
+    let head: String = one.chars().take(head_n).collect();
+    format!("{}…{tail}", head.trim_end())
 }
 
 /// Parse the message text of a failure line (after any log header).
@@ -262,7 +310,9 @@ pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) 
         pod: pod_of(&err).or(key_pod),
         volume,
         backoff_ms,
-        error: shorten(&err, 400),
+        // Kept whole up to 1000 characters (state files hold up to 5000 failures); longer, the
+        // middle goes and the actionable tail stays.
+        error: shorten(&err, 1000),
     })
 }
 
@@ -367,6 +417,61 @@ mod tests {
             &FixedTz(0)
         )
         .is_none());
+    }
+
+    /// A real GetDeviceMountRefs error of a ≥ 1.24 kubelet (staging path under the sha256 of the
+    /// volume handle) with three references: shortened, the head and every reference stay.
+    #[test]
+    fn shorten_keeps_the_references() {
+        let refs = [
+            "/var/lib/kubelet/pods/0d6a3b1e-6f2c-4e8a-9d1b-2b7c4f5e6a7b/volumes/kubernetes.io~csi/pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b/mount",
+            "/var/lib/kubelet/pods/7e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b/volumes/kubernetes.io~csi/pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b/mount",
+        ];
+        let err = format!(
+            "GetDeviceMountRefs check failed for volume \"pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b\") on node \"worker-04\" : the device mount path \"/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/{}/globalmount\" is still mounted by other references [{}]",
+            "5d41402abc4b2a76b9719d911017c592ae8f3b2c1d4e5f6a7b8c9d0e1f2a3b4c",
+            refs.join(" ")
+        );
+        assert!(err.chars().count() > 500);
+        let s = shorten(&err, 500);
+        assert_eq!(s.chars().count(), 500, "{s}");
+        assert!(s.starts_with("GetDeviceMountRefs check failed"), "{s}");
+        assert!(s.ends_with(&format!("[{}]", refs.join(" "))), "{s}");
+        assert!(
+            s.contains("…the device mount path \"/var/lib/kubelet/plugins/"),
+            "{s}"
+        );
+        // Tighter than the tail: the marker closest to the end, its start and end kept.
+        let s = shorten(&err, 200);
+        assert_eq!(s.chars().count(), 200, "{s}");
+        assert!(
+            s.starts_with("…is still mounted by other references ["),
+            "{s}"
+        );
+        assert!(s.ends_with("/mount]"), "{s}");
+        // The driver's answer of a MountDevice failure.
+        let err = format!(
+            "MountVolume.MountDevice failed for volume \"pvc-746b2837\" (UniqueName: \"kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837\") pod \"seerr-0\" (UID: \"0d6a\") {}: rpc error: code = DeadlineExceeded desc = context deadline exceeded",
+            "x".repeat(300)
+        );
+        let s = shorten(&err, 300);
+        assert!(
+            s.starts_with("MountVolume.MountDevice failed for volume"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("rpc error: code = DeadlineExceeded desc = context deadline exceeded"),
+            "{s}"
+        );
+        // Unknown errors: head and the last two thirds.
+        let s = shorten(&format!("{}{}", "a".repeat(500), "b".repeat(500)), 100);
+        assert_eq!(s.chars().count(), 100);
+        assert!(
+            s.starts_with("aaa") && s.ends_with("bbb") && s.contains('…'),
+            "{s}"
+        );
+        // Short texts are one line, untouched otherwise.
+        assert_eq!(shorten("a\nb", 10), "a b");
     }
 
     #[test]

@@ -17,11 +17,10 @@ use clap::Parser;
 use kube::names::{Names, Wanted};
 use node::kubelet::{self, Kind};
 use node::probe::{self, Outcome};
-use node::{fsstate, Host, Mount};
+use node::{fsstate, Mount};
 use plugin::{
     Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds, Unknown,
 };
-use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,7 +32,9 @@ use std::time::Duration;
     about = "Alert on PersistentVolume filesystems that can no longer be written",
     long_about = "Alert on PersistentVolume filesystems that can no longer be written (ext4 remounted \
 read-only or in emergency read-only, XFS shut down, volumes that no longer answer), without alarming \
-on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+    mut_arg("include", |a| a.help("Only mount points matching REGEX (repeatable: any of them)")),
+    mut_arg("exclude", |a| a.help("Skip mount points matching REGEX, even when --include matches too (repeatable)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -44,7 +45,9 @@ pub struct Opts {
         short = 'w',
         long = "warning",
         value_name = "RANGE",
-        default_value = "0"
+        default_value = "0",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
     pub warning: Range,
 
@@ -53,46 +56,33 @@ pub struct Opts {
         short = 'c',
         long = "critical",
         value_name = "RANGE",
-        default_value = "0"
+        default_value = "0",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
     pub critical: Range,
 
-    /// Mount table to read [default: /proc/self/mountinfo, or HOST_ROOT/proc/1/mountinfo]
-    #[arg(long, value_name = "FILE")]
-    pub mountinfo: Option<PathBuf>,
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 
-    /// sysfs of the node [default: /sys, or HOST_ROOT/sys]
-    #[arg(long, value_name = "DIR")]
-    pub sys: Option<PathBuf>,
+    #[command(flatten)]
+    pub sys: node::SysArg,
 
-    /// Where the host's / is mounted when running in a container (e.g. /host)
-    #[arg(long, value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
-    /// Kubelet root directory (repeatable) [default: each that exists of /var/lib/kubelet,
-    /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
-    #[arg(long = "kubelet-root", value_name = "DIR")]
-    pub kubelet_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
-    /// Only mount points matching this regex
-    #[arg(long, value_name = "REGEX")]
-    pub include: Option<Regex>,
+    #[command(flatten)]
+    pub filter: node::FilterArgs,
 
-    /// Skip mount points matching this regex
-    #[arg(long, value_name = "REGEX")]
-    pub exclude: Option<Regex>,
-
-    /// How long one mount point may take to answer stat/statfs/readdir
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_dur)]
-    pub probe_timeout: Duration,
+    #[command(flatten)]
+    pub probe: node::ProbeTimeoutArg,
 
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
     pub names: kube::NamesArgs,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// One PV filesystem (or block device) as found on the node.
@@ -127,23 +117,14 @@ pub struct NodeData {
 }
 
 /// Group the kubelet's volume mounts into PV filesystems. Pure.
-pub fn group(
-    mounts: Vec<Mount>,
-    roots: &[PathBuf],
-    include: Option<&Regex>,
-    exclude: Option<&Regex>,
-) -> Vec<Volume> {
+pub fn group(mounts: Vec<Mount>, roots: &[PathBuf], filter: &node::FilterArgs) -> Vec<Volume> {
     let mut by_key: BTreeMap<String, Volume> = BTreeMap::new();
     for m in mounts {
         let Some(kp) = kubelet::classify(&m.mount_point, roots) else {
             continue;
         };
-        if include.is_some() || exclude.is_some() {
-            let mp = m.mount_point.to_string_lossy();
-            if include.is_some_and(|r| !r.is_match(&mp)) || exclude.is_some_and(|r| r.is_match(&mp))
-            {
-                continue;
-            }
+        if filter.is_set() && !filter.selects([m.mount_point.to_string_lossy().as_ref()]) {
+            continue;
         }
         let block_mode = matches!(kp.kind, Kind::PodBlock { .. } | Kind::BlockStaging { .. })
             && matches!(m.fstype.as_str(), "devtmpfs" | "tmpfs" | "udev");
@@ -179,37 +160,10 @@ pub fn group(
     by_key.into_values().collect()
 }
 
-/// Read everything the decision needs, under the deadline.
-pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
-    let host = Host::from_option(o.host_root.as_deref());
-    if let Some(problem) = host.access_problem() {
-        return Err(Unknown(problem));
-    }
-    let sys = o.sys.clone().unwrap_or_else(|| host.sys());
-    if let Some(r) = kubelet::missing_roots(&o.kubelet_root, &host).first() {
-        return Err(Unknown(format!(
-            "--kubelet-root {}: no such directory on this node",
-            r.display()
-        )));
-    }
-    let roots = kubelet::roots(&o.kubelet_root, &host);
-    if roots.is_empty() {
-        return Err(Unknown(format!(
-            "no kubelet root found (looked for {}); give --kubelet-root",
-            kubelet::DEFAULT_ROOTS.join(", ")
-        )));
-    }
-    ctx.debug(format!(
-        "kubelet roots: {}",
-        roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    // Without the right to look into the kubelet's directories every probe would fail with
-    // EACCES: say what is missing instead of reporting every volume as broken.
-    for r in &roots {
+/// Without the right to look into the kubelet's directories every probe would fail with EACCES:
+/// say what is missing instead of reporting every volume as broken.
+fn check_access(roots: &[PathBuf], host: &node::Host) -> Result<(), Unknown> {
+    for r in roots {
         let pods = host.mount_path(r.join("pods"));
         if let Err(e) = std::fs::read_dir(&pods) {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -221,8 +175,32 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             }
         }
     }
+    Ok(())
+}
+
+/// Read everything the decision needs, under the deadline.
+pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
+    let host = o.host.host();
+    if let Some(problem) = host.access_problem() {
+        return Err(Unknown(problem));
+    }
+    let sys = o.sys.path(&host);
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = o.mountinfo.mountinfo.is_none()
+        && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
+    let roots = node::privilege::elevated_if(own, || o.kubelet_root.resolve(&host))?;
+    ctx.debug(format!(
+        "kubelet roots: {}",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    node::privilege::elevated_if(own, || check_access(&roots, &host))?;
     ctx.stage("reading the mount table");
-    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    let mi = o.mountinfo.path(&host);
     ctx.debug(format!("mount table: {}", mi.display()));
     // Only mounts below a kubelet root matter; every line is still validated.
     let prefixes: Vec<String> = roots
@@ -238,7 +216,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         prefixes.iter().any(|p| mp.starts_with(p.as_str()))
     })
     .map_err(Unknown)?;
-    let mut volumes = group(mounts, &roots, o.include.as_ref(), o.exclude.as_ref());
+    let mut volumes = group(mounts, &roots, &o.filter);
 
     ctx.stage("reading filesystem error state from sysfs");
     let ext4 = fsstate::Ext4Index::read(&sys);
@@ -261,7 +239,11 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
 
     ctx.stage("probing PV mount points");
     let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
-    let timeout = o.probe_timeout.min(budget).max(Duration::from_millis(50));
+    let timeout = o
+        .probe
+        .probe_timeout
+        .min(budget)
+        .max(Duration::from_millis(50));
     let targets: Vec<PathBuf> = volumes
         .iter()
         .map(|v| {
@@ -277,7 +259,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             host.mount_path(mp)
         })
         .collect();
-    let outcomes = probe::probe_many(&targets, timeout, 16);
+    let outcomes = node::privilege::elevated_if(own, || probe::probe_many(&targets, timeout, 16));
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -285,7 +267,10 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
     ctx.debug(format!("kernel: {kernel:?}"));
-    let can_read_all = node::host::has_capability(2) || node::host::has_capability(1);
+    // What the probes ran with: the binary's own privilege for the node's own roots.
+    let can_read_all = node::privilege::elevated_if(own, || {
+        node::host::has_capability(2) || node::host::has_capability(1)
+    });
     Ok(NodeData {
         volumes,
         kernel,

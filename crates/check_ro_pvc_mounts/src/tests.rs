@@ -66,7 +66,7 @@ fn table(radarr_super: &str) -> String {
 
 fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
     let m = parse(text, "t").unwrap();
-    let mut volumes = group(m, &roots(), None, None);
+    let mut volumes = group(m, &roots(), &node::FilterArgs::default());
     for v in &mut volumes {
         v.probe = Some(Outcome::Answered { is_dir: true });
     }
@@ -270,12 +270,26 @@ fn no_pv_mounts() {
 #[test]
 fn include_and_exclude_filter_mount_points() {
     let m = parse(&table("rw,emergency_ro"), "t").unwrap();
-    let ex = Regex::new("pvc-a634").unwrap();
-    let v = group(m.clone(), &roots(), None, Some(&ex));
+    let ex = regex::Regex::new("pvc-a634").unwrap();
+    let v = group(
+        m.clone(),
+        &roots(),
+        &node::FilterArgs {
+            exclude: vec![ex],
+            ..Default::default()
+        },
+    );
     // the staging mount of pvc-a634 has no PV name in its path: it stays as its own volume
     assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
-    let inc = Regex::new("pvc-healthy").unwrap();
-    let v = group(m, &roots(), Some(&inc), None);
+    let inc = regex::Regex::new("pvc-healthy").unwrap();
+    let v = group(
+        m,
+        &roots(),
+        &node::FilterArgs {
+            include: vec![inc],
+            ..Default::default()
+        },
+    );
     assert_eq!(v.len(), 1);
 }
 

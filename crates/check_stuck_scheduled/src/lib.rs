@@ -43,11 +43,11 @@ pub struct Opts {
     pub common: CommonArgs,
 
     /// Warn when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -70,10 +70,6 @@ pub struct Opts {
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
-}
-
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Which rule found a pod stuck.
@@ -192,8 +188,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         );
         if young > 0 {
             s.push_str(&format!(
-                ", {young} pending without containers for less than {}",
-                range_text(&o.warning)
+                ", {young} pending without containers {}",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s
@@ -253,14 +249,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         r = r.note(n.clone());
     }
     r
-}
-
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
 }
 
 /// The latest FailedMount/FailedAttachVolume event among `events`.

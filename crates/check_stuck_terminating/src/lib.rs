@@ -52,11 +52,11 @@ pub struct Opts {
     pub common: CommonArgs,
 
     /// Warn when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'w', long = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", visible_alias = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'c', long = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", visible_alias = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -79,10 +79,6 @@ pub struct Opts {
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
-}
-
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// What `evaluate` needs of one terminating pod.
@@ -224,8 +220,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         let mut s = format!("no pod wedged in Terminating ({} pods {}", d.pods, d.scope);
         if n_term > 0 {
             s.push_str(&format!(
-                ", {n_term} terminating for less than {} past their grace period",
-                range_text(&o.warning)
+                ", {n_term} terminating {} past their grace period",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s.push(')');
@@ -317,14 +313,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         r = r.note(n.clone());
     }
     r
-}
-
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
 }
 
 impl Opts {

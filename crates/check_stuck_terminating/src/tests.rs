@@ -200,5 +200,5 @@ fn options() {
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(range_text(&o.critical), "2m");
+    assert_eq!(plugin::args::duration_range_text(&o.critical), "2m");
 }

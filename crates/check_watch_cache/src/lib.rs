@@ -46,22 +46,23 @@ it lagged more than -w. This is the only check of the suite that writes: RBAC ge
 one ConfigMap, plus create for --create.\n\n\
 The default -t is 35s, the default --deadline of 30s plus a margin; -t must exceed --deadline by 2s. NRPE's \
 command_timeout (default 60s) must exceed -t.",
-    mut_arg("timeout", |a| a.default_value("35"))
+    mut_arg("timeout", |a| a.default_value("35")),
+    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-level check reads nothing of the host, so it changes nothing)"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
     /// Warn when a watch cache lags a write by more than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5s", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5s", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a watch cache lags a write by more than this (duration range; default: the --deadline value)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Option<Range>,
 
     /// How long to wait for each cache to show the write before CRITICAL
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = plugin::args::positive_duration)]
     pub deadline: Duration,
 
     /// Namespace of the canary ConfigMap
@@ -85,22 +86,10 @@ pub struct Opts {
     #[command(flatten)]
     pub api: ApiArgs,
 
-    /// Accepted in container mode like every check's (this cluster-level check reads nothing of
-    /// the host, so it changes nothing)
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<std::path::PathBuf>,
-}
-
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    let d = plugin::parse_duration(s).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err("must be greater than 0".into());
-    }
-    Ok(d)
+    /// `--host-root`: accepted in container mode like every check's (this cluster-level check
+    /// reads nothing of the host, so it changes nothing).
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 }
 
 /// What became of the RV=0 reads of one API server.
@@ -345,11 +334,13 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
         if worst == Status::Warning || worst == Status::Critical {
             b.push_str(&format!(
                 " (> {})",
-                range_text(if worst == Status::Critical {
+                (if worst == Status::Critical {
                     th.critical.as_ref()
                 } else {
                     th.warning.as_ref()
                 })
+                .map(plugin::args::duration_range_text)
+                .unwrap_or_else(|| "?".into())
             ));
         }
         format!("watch cache of {b} ({})", d.canary)
@@ -388,20 +379,6 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
         d.written_via
     ));
     r
-}
-
-/// A duration range as an operator wrote it: `5s` rather than `5`.
-fn range_text(r: Option<&Range>) -> String {
-    match r {
-        Some(Range {
-            start: Some(s),
-            end: Some(e),
-            inside: false,
-            ..
-        }) if *s == 0.0 => fmt_duration(Duration::from_secs_f64(*e)),
-        Some(r) => r.to_string(),
-        None => "?".into(),
-    }
 }
 
 /// A nonce no earlier run wrote: wall-clock nanoseconds and the pid.

@@ -88,6 +88,15 @@ impl Client {
                 cfg.server, cfg.source
             )));
         }
+        let plain = cfg.server.starts_with("http://");
+        if plain && !cfg.allow_http {
+            return Err(Unknown(format!(
+                "server '{}' from {} is plain http: refused (requests and answers would travel \
+                 unencrypted and unauthenticated); use https, or give --allow-insecure-http to \
+                 allow it (no credential is ever sent over plain http)",
+                cfg.server, cfg.source
+            )));
+        }
         let mut tls = TlsConfig::builder()
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
         if cfg.insecure {
@@ -115,12 +124,15 @@ impl Client {
         }
         let mut auth_header = None;
         match &cfg.auth {
+            // Plain http (allowed by --allow-insecure-http): no credential is read or sent.
+            _ if plain => {}
             Auth::None => {}
             Auth::Token(t) => {
                 auth_header = Some(format!("Bearer {}", String::from_utf8_lossy(&t.0).trim()))
             }
             Auth::TokenFile(p) => {
-                let t = std::fs::read(p).map_err(|e| {
+                // The kubeconfig's tokenFile: a path the caller may choose, read as the caller.
+                let t = node::privilege::read(p).map_err(|e| {
                     Unknown(format!(
                         "cannot read token file {}: {}",
                         p.display(),
@@ -180,7 +192,11 @@ impl Client {
                 .map(|c| format!(" (context {c})"))
                 .unwrap_or_default(),
             cfg.ca_from,
-            cfg.auth.describe(),
+            if plain {
+                "none (plain http)".to_string()
+            } else {
+                cfg.auth.describe()
+            },
             if cfg.insecure {
                 ", TLS verification OFF (insecure-skip-tls-verify in the kubeconfig)"
             } else {
@@ -643,6 +659,36 @@ impl Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Source;
+
+    fn http_config(allow: bool) -> Config {
+        Config {
+            source: Source::Flag("/tmp/kc".into()),
+            context: None,
+            server: "http://127.0.0.1:1".into(),
+            ca_pem: None,
+            ca_from: "none".into(),
+            insecure: false,
+            auth: Auth::TokenFile("/nonexistent/token-never-read".into()),
+            allow_http: allow,
+        }
+    }
+
+    #[test]
+    fn plain_http_is_refused_unless_allowed_and_then_carries_no_credential() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let e = Client::new(&http_config(false), deadline).err().unwrap();
+        assert!(e.0.contains("plain http: refused"), "{e}");
+        assert!(e.0.contains("--allow-insecure-http"), "{e}");
+        // Allowed: the token file (which does not exist) is not even read.
+        let c = Client::new(&http_config(true), deadline).unwrap();
+        assert!(c.auth_header.is_none());
+        assert!(
+            c.description.contains("auth none (plain http)"),
+            "{}",
+            c.description
+        );
+    }
 
     #[test]
     fn resource_of_path() {

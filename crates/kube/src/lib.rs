@@ -71,7 +71,8 @@ pub fn config(api: &ApiArgs, ctx: &Ctx) -> Result<Config, Unknown> {
     for n in &notes {
         ctx.debug(format!("kube config lookup: {n}"));
     }
-    let cfg = cfg?;
+    let mut cfg = cfg?;
+    cfg.allow_http = api.allow_insecure_http;
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
@@ -212,7 +213,8 @@ pub fn read_json_list<T: DeserializeOwned>(
             f,
         )
     } else {
-        let file = std::fs::File::open(path)
+        // A path the caller named: opened with the caller's privilege.
+        let file = node::privilege::open(path)
             .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {

@@ -633,7 +633,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };
@@ -661,7 +661,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };

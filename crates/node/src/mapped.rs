@@ -81,9 +81,10 @@ impl Deref for FileBytes {
     }
 }
 
-/// The bytes of `path`, without copying a large regular file into the heap.
+/// The bytes of `path`, without copying a large regular file into the heap. The path may be one a
+/// user named (`--mountinfo`): it is opened with the caller's privilege ([`crate::privilege`]).
 pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
-    let file = std::fs::File::open(path)?;
+    let file = crate::privilege::open(path)?;
     let meta = file.metadata()?;
     if meta.is_file() && meta.len() > 0 {
         return map(&file, meta.len()).map(FileBytes::Mapped);

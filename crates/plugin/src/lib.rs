@@ -6,6 +6,8 @@
 //! status line first, sanitised text, capped output, and a watchdog that answers when the
 //! deadline passes even if the gathering thread is stuck.
 
+pub mod args;
+pub mod privilege;
 pub mod range;
 pub mod render;
 pub mod report;

@@ -176,6 +176,9 @@ impl Thresholds {
     }
 }
 
+/// Longest plain-notation number [`fmt_num`] writes.
+pub const PLAIN_MAX: usize = 24;
+
 fn parse_number(s: &str) -> Option<f64> {
     let s = s.trim();
     if s.is_empty() || s.eq_ignore_ascii_case("nan") || s.to_ascii_lowercase().contains("inf") {
@@ -184,11 +187,18 @@ fn parse_number(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-/// Format a number in C locale: the shortest text that reads back as the same value, never in
-/// exponent notation (Rust's `Display` for `f64`), so perfdata shows exactly the threshold in force.
+/// Format a number in C locale: the shortest text that reads back as the same value, in plain
+/// notation (Rust's `Display` for `f64`) so perfdata shows exactly the threshold in force; a value
+/// whose plain text would be longer than [`PLAIN_MAX`] characters (`1e300` is 301 digits) is
+/// written in exponent notation (`1e300`, `1e-300`), which reads back as the same value too.
 pub fn fmt_num(v: f64) -> String {
     if v.is_finite() {
-        format!("{v}")
+        let plain = format!("{v}");
+        if plain.len() > PLAIN_MAX {
+            format!("{v:e}")
+        } else {
+            plain
+        }
     } else {
         // Never reached through the public API (parse rejects non-finite numbers).
         "0".to_string()
@@ -424,6 +434,10 @@ mod tests {
         assert_eq!(x.end, again.end);
         assert_eq!(fmt_num(1e-7), "0.0000001");
         assert_eq!(fmt_num(1e21), "1000000000000000000000");
+        assert_eq!(fmt_num(1e300), "1e300");
+        assert_eq!(fmt_num(1e-300), "1e-300");
+        assert_eq!(fmt_num(-1.5e300), "-1.5e300");
+        assert_eq!("1e300".parse::<f64>().unwrap(), 1e300);
     }
 
     #[test]

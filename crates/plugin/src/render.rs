@@ -4,8 +4,9 @@ use crate::report::{Perfdata, Report, Uom};
 use crate::Status;
 use std::fmt::Write as _;
 
-/// The first line must survive NRPE v2's 1 KiB packet.
-pub const FIRST_LINE_MAX: usize = 1024;
+/// The first line must survive NRPE v2's 1 KiB packet, whose last byte is the terminating NUL:
+/// 1023 bytes of text reach the server.
+pub const FIRST_LINE_MAX: usize = 1023;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -92,13 +93,26 @@ pub fn first_line(name: &str, report: &Report) -> String {
         n -= 1;
         perf = perf_string(&report.perfdata[..n]);
     }
+    // Room for the note that says so.
+    while n < report.perfdata.len() && n > 0 && prefix.len() + 80 + 3 + perf.len() > FIRST_LINE_MAX
+    {
+        n -= 1;
+        perf = perf_string(&report.perfdata[..n]);
+    }
     let tail = if perf.is_empty() {
         String::new()
     } else {
         format!(" | {perf}")
     };
+    // Never drop perfdata silently: the summary says how many values did not fit.
+    let dropped = report.perfdata.len() - n;
+    let cut = if dropped > 0 {
+        format!("({dropped} perfdata values left out: status line over {FIRST_LINE_MAX} bytes) ")
+    } else {
+        String::new()
+    };
     let room = FIRST_LINE_MAX.saturating_sub(prefix.len() + tail.len());
-    let summary = truncate(&sanitize(&report.summary), room);
+    let summary = truncate(&format!("{cut}{}", sanitize(&report.summary)), room);
     format!("{prefix}{summary}{tail}")
 }
 
@@ -424,6 +438,50 @@ mod tests {
         assert!(first.len() <= FIRST_LINE_MAX, "{}", first.len());
         assert!(first.ends_with("| ro_volumes=3;;;0"));
         assert!(first.contains('…'));
+    }
+
+    #[test]
+    fn a_full_status_line_fits_nrpe_v2_whole_with_its_last_perfdata_byte() {
+        // NRPE v2 sends 1024 bytes of which the last is NUL: 1023 bytes of text arrive.
+        let r = Report::new(Status::Critical, "y".repeat(3000))
+            .perf(Perfdata::new("stale", 7.0).min(0.0));
+        let first = first_line("X", &r);
+        assert_eq!(first.len(), 1023, "{first}");
+        assert!(first.ends_with("stale=7;;;0"), "{first}");
+    }
+
+    #[test]
+    fn long_thresholds_keep_every_perfdata_value_in_short_numbers() {
+        let w = crate::Range::parse("@1e-300:1e300").unwrap();
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..8 {
+            r = r.perf(
+                Perfdata::new(format!("value_{i}"), 1.0)
+                    .warn(Some(&w))
+                    .crit(Some(&w)),
+            );
+        }
+        let first = first_line("X", &r);
+        assert_eq!(
+            first.matches("=1;@1e-300:1e300;@1e-300:1e300").count(),
+            8,
+            "{first}"
+        );
+        assert!(!first.contains("left out"), "{first}");
+    }
+
+    #[test]
+    fn perfdata_that_cannot_fit_is_left_out_with_a_word_not_silently() {
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..60 {
+            r = r.perf(Perfdata::new(
+                format!("a_rather_long_label_number_{i}"),
+                1.0,
+            ));
+        }
+        let first = first_line("X", &r);
+        assert!(first.len() <= FIRST_LINE_MAX);
+        assert!(first.contains("perfdata values left out"), "{first}");
     }
 
     #[test]

@@ -7,8 +7,7 @@
 //!   a name starting with the log's name, e.g. `kubelet.log.1`, with the saved inode) and its tail
 //!   is read from the old offset; then the new file from 0.
 
-use super::scan::{scan, Scan, ScanStats};
-use std::fs::File;
+use super::scan::{scan_follow, Scan, ScanStats};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -42,7 +41,7 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let base = path.file_name()?.to_string_lossy().into_owned();
-    std::fs::read_dir(dir)
+    crate::privilege::as_caller(|| std::fs::read_dir(dir))
         .ok()?
         .filter_map(|e| e.ok())
         .find_map(|e| {
@@ -56,15 +55,17 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
 }
 
 /// Read `path` from `prev` (or from its start without one), handing lines holding a needle to
-/// `on_hit`. Errors name the file and the errno.
+/// `on_hit`, which answers whether it wants the next line too (see [`super::scan::scan_follow`]).
+/// Errors name the file and the errno.
 pub fn read(
     path: &Path,
     prev: Option<&FilePos>,
     opts: &Scan,
-    mut on_hit: impl FnMut(&[u8]),
+    mut on_hit: impl FnMut(&[u8]) -> bool,
 ) -> Result<FileRead, String> {
     let err = |e: std::io::Error| format!("cannot read {}: {}", path.display(), crate::errtext(&e));
-    let mut f = File::open(path).map_err(err)?;
+    // `--log-file`: the caller's path, opened with the caller's privilege.
+    let mut f = crate::privilege::open(path).map_err(err)?;
     let md = f.metadata().map_err(err)?;
     if md.is_dir() {
         return Err(format!("cannot read {}: it is a directory", path.display()));
@@ -91,7 +92,7 @@ pub fn read(
         } else {
             match find_rotated(path, p.dev, p.ino) {
                 Some(old) => {
-                    let mut of = File::open(&old).map_err(err)?;
+                    let mut of = crate::privilege::open(&old).map_err(err)?;
                     let olen = of.metadata().map(|m| m.len()).unwrap_or(0);
                     if olen >= p.offset {
                         of.seek(SeekFrom::Start(p.offset)).map_err(err)?;
@@ -99,7 +100,7 @@ pub fn read(
                             consume_partial_tail: true,
                             ..*opts
                         };
-                        let s = scan(&mut of, &o, &mut on_hit, |_| {}).map_err(err)?;
+                        let s = scan_follow(&mut of, &o, &mut on_hit, |_| {}).map_err(err)?;
                         add(&mut stats, s);
                     }
                     notes.push(format!(
@@ -116,7 +117,7 @@ pub fn read(
         }
     }
     f.seek(SeekFrom::Start(start)).map_err(err)?;
-    let s = scan(&mut f, opts, &mut on_hit, |_| {}).map_err(err)?;
+    let s = scan_follow(&mut f, opts, &mut on_hit, |_| {}).map_err(err)?;
     let offset = start + s.bytes_consumed;
     add(&mut stats, s);
     Ok(FileRead {
@@ -139,7 +140,8 @@ mod tests {
             consume_partial_tail: false,
         };
         let r = read(path, prev, &o, |l| {
-            v.push(String::from_utf8_lossy(l).into_owned())
+            v.push(String::from_utf8_lossy(l).into_owned());
+            false
         })
         .unwrap();
         (v, r)

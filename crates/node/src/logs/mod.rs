@@ -9,6 +9,8 @@
 //! - [`kmsg`]: `/dev/kmsg` records, non-blocking, one `read()` per record.
 //! - [`time`]: klog/syslog headers without a year, Go `time.Time` and duration strings, RFC 3339.
 //! - [`state`]: small JSON state files written atomically, one per check and source.
+//! - [`wrap`]: lines wrapped by a container runtime (Docker json-file, CRI), detected per line,
+//!   partial lines joined.
 
 pub mod files;
 pub mod journal;
@@ -16,3 +18,4 @@ pub mod kmsg;
 pub mod scan;
 pub mod state;
 pub mod time;
+pub mod wrap;

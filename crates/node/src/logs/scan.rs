@@ -40,8 +40,30 @@ pub fn scan<R: Read>(
     r: &mut R,
     opts: &Scan,
     mut on_hit: impl FnMut(&[u8]),
+    on_last: impl FnMut(&[u8]),
+) -> io::Result<ScanStats> {
+    scan_follow(
+        r,
+        opts,
+        |l| {
+            on_hit(l);
+            false
+        },
+        on_last,
+    )
+}
+
+/// [`scan`] where `on_hit` answers whether it wants the line after this one too (a container
+/// runtime's partial line continues on the next, which need not hold the needle): while it
+/// answers true, the following lines are handed over whatever they hold, across chunk boundaries.
+/// Lines handed over that way are not counted as hits unless they hold a needle themselves.
+pub fn scan_follow<R: Read>(
+    r: &mut R,
+    opts: &Scan,
+    mut on_hit: impl FnMut(&[u8]) -> bool,
     mut on_last: impl FnMut(&[u8]),
 ) -> io::Result<ScanStats> {
+    let mut want_next = false;
     let finders: Vec<Finder> = opts.needles.iter().map(Finder::new).collect();
     let mut buf = vec![0u8; BUF_SIZE];
     let mut filled = 0usize;
@@ -90,9 +112,21 @@ pub fn scan<R: Read>(
             Some(i) => start + i + 1,
             None => start,
         };
+        // The continuation of a partial line handed over before this chunk.
+        while want_next && start < region_end {
+            let le = start
+                + memchr::memchr(b'\n', &buf[start..region_end]).expect("region ends in newline");
+            let line = &buf[start..le];
+            if finders.iter().any(|f| f.find(line).is_some()) {
+                stats.hits += 1;
+            }
+            want_next = on_hit(line);
+            stats.bytes_consumed += (le + 1 - start) as u64;
+            start = le + 1;
+        }
         if region_end > start {
             let region = &buf[start..region_end];
-            scan_region(region, &finders, &mut stats, &mut on_hit);
+            want_next = scan_region(region, &finders, &mut stats, &mut on_hit);
             // The last complete line of the region.
             let body = &region[..region.len() - 1];
             let ls = memchr::memrchr(b'\n', body).map(|i| i + 1).unwrap_or(0);
@@ -103,8 +137,11 @@ pub fn scan<R: Read>(
         if eof {
             if rest > 0 && opts.consume_partial_tail {
                 let tail = &buf[region_end..end];
-                if finders.iter().any(|f| f.find(tail).is_some()) {
+                let hit = finders.iter().any(|f| f.find(tail).is_some());
+                if hit {
                     stats.hits += 1;
+                }
+                if hit || want_next {
                     on_hit(tail);
                 }
                 on_last(tail);
@@ -115,9 +152,14 @@ pub fn scan<R: Read>(
         if rest == buf.len() {
             // One line fills the whole buffer: search what we have, skip the rest of the line.
             let part = &buf[..];
-            if finders.iter().any(|f| f.find(part).is_some()) {
+            let hit = finders.iter().any(|f| f.find(part).is_some());
+            if hit {
                 stats.hits += 1;
+            }
+            if hit || want_next {
+                // The rest of the line is skipped: no continuation is asked for.
                 on_hit(part);
+                want_next = false;
             }
             stats.bytes_consumed += rest as u64;
             skipping = true;
@@ -129,52 +171,47 @@ pub fn scan<R: Read>(
     }
 }
 
+/// Hand over the lines of `region` (whole lines, ending in a newline) holding a needle, and the
+/// lines after one whose `on_hit` asked for them. Returns whether the last line handed over asked
+/// for the next one (which is in the next chunk).
 fn scan_region(
     region: &[u8],
     finders: &[Finder],
     stats: &mut ScanStats,
-    on_hit: &mut impl FnMut(&[u8]),
-) {
-    if finders.len() == 1 {
-        let f = &finders[0];
-        let mut from = 0usize;
-        while let Some(i) = f.find(&region[from..]) {
-            let pos = from + i;
-            let ls = memchr::memrchr(b'\n', &region[..pos])
-                .map(|j| j + 1)
-                .unwrap_or(0);
-            let le = memchr::memchr(b'\n', &region[pos..])
-                .map(|j| pos + j)
-                .unwrap_or(region.len());
-            stats.hits += 1;
-            on_hit(&region[ls..le]);
-            from = le + 1;
-            if from >= region.len() {
-                break;
-            }
-        }
-        return;
-    }
-    // Several needles: find the earliest hit of any, hand its line over, go on after it.
+    on_hit: &mut impl FnMut(&[u8]) -> bool,
+) -> bool {
     let mut from = 0usize;
     loop {
-        let pos = finders
-            .iter()
-            .filter_map(|f| f.find(&region[from..]))
-            .min()
-            .map(|i| from + i);
-        let Some(pos) = pos else { break };
+        // The earliest hit of any needle (one finder: its first hit).
+        let pos = if finders.len() == 1 {
+            finders[0].find(&region[from..])
+        } else {
+            finders.iter().filter_map(|f| f.find(&region[from..])).min()
+        }
+        .map(|i| from + i);
+        let Some(pos) = pos else { return false };
         let ls = memchr::memrchr(b'\n', &region[..pos])
             .map(|j| j + 1)
             .unwrap_or(0);
-        let le = memchr::memchr(b'\n', &region[pos..])
+        let mut le = memchr::memchr(b'\n', &region[pos..])
             .map(|j| pos + j)
             .unwrap_or(region.len());
         stats.hits += 1;
-        on_hit(&region[ls..le]);
+        let mut want_next = on_hit(&region[ls..le]);
         from = le + 1;
+        while want_next && from < region.len() {
+            le = memchr::memchr(b'\n', &region[from..])
+                .map(|j| from + j)
+                .unwrap_or(region.len());
+            let line = &region[from..le];
+            if finders.iter().any(|f| f.find(line).is_some()) {
+                stats.hits += 1;
+            }
+            want_next = on_hit(line);
+            from = le + 1;
+        }
         if from >= region.len() {
-            break;
+            return want_next;
         }
     }
 }
@@ -237,6 +274,43 @@ mod tests {
         assert_eq!(hits.len(), want);
         assert!(hits.iter().all(|h| h.starts_with("line ")));
         assert_eq!(st.bytes_consumed as usize, input.len());
+    }
+
+    /// A hit asking for the next line gets it (no needle in it), also when it sits in the next
+    /// chunk, and a chain of them; lines after the chain are searched as before.
+    #[test]
+    fn follow_hands_over_continuations() {
+        let run_f = |input: &[u8]| {
+            let mut got = Vec::new();
+            let opts = Scan {
+                needles: &[b"needle"],
+                deadline: None,
+                consume_partial_tail: true,
+            };
+            let st = scan_follow(
+                &mut &input[..],
+                &opts,
+                |l| {
+                    got.push(String::from_utf8_lossy(l).into_owned());
+                    l.ends_with(b"+")
+                },
+                |_| {},
+            )
+            .unwrap();
+            (got, st)
+        };
+        let (got, st) = run_f(b"a\nneedle 1+\ncont 1+\ncont 2\nplain\nneedle 2\nz+\nq\n");
+        assert_eq!(got, ["needle 1+", "cont 1+", "cont 2", "needle 2"]);
+        assert_eq!(st.hits, 2);
+        // Across a chunk boundary: the continuation is the first line of the next chunk.
+        let mut input = vec![b'x'; BUF_SIZE - 20];
+        input.extend_from_slice(b"\nneedle here+\n");
+        input.extend_from_slice(b"continued\nafter\n");
+        let (got, _) = run_f(&input);
+        assert_eq!(got, ["needle here+", "continued"]);
+        // A partial line at the end of input.
+        let (got, _) = run_f(b"needle+\ntail");
+        assert_eq!(got, ["needle+", "tail"]);
     }
 
     #[test]
