@@ -215,6 +215,8 @@ struct Problem {
     status: Status,
     short: String,
     long: String,
+    /// The machine-readable kind (the finding's `signal` when it is the worst problem).
+    signal: &'static str,
 }
 
 impl Problem {
@@ -223,7 +225,12 @@ impl Problem {
             status,
             short: short.into(),
             long: long.into(),
+            signal: "session_problem",
         }
+    }
+    fn signal(mut self, s: &'static str) -> Problem {
+        self.signal = s;
+        self
     }
     /// An attribute that the decision needs could not be read.
     fn unreadable(e: &node::iscsi::AttrError) -> Problem {
@@ -238,6 +245,7 @@ impl Problem {
             format!("cannot read {file} ({short_err})"),
             e.to_string(),
         )
+        .signal("sysfs_unreadable")
     }
 }
 
@@ -439,17 +447,20 @@ fn judge_session(
             format!(
                 "the connection is lost and recovery is running; I/O is blocked until the target returns, and after recovery_tmo ({tmo_text}) its disks go offline"
             ),
-        )),
+        )
+            .signal("session_failed")),
         Attr::Value(v) if v == "FREE" => problems.push(Problem::new(
             Status::Critical,
             "FREE (recovery timed out)",
             "recovery timed out; I/O to its disks fails and filesystems on them abort (ext4 remounts read-only)",
-        )),
+        )
+            .signal("session_recovery_timed_out")),
         Attr::Value(v) => problems.push(Problem::new(
             Status::Critical,
             format!("state {v}"),
             format!("in state '{v}', not LOGGED_IN"),
-        )),
+        )
+            .signal("session_state")),
         Attr::Missing => problems.push(Problem::new(
             Status::Unknown,
             "state unknown",
@@ -457,7 +468,8 @@ fn judge_session(
                 "no state attribute in {}: cannot tell whether it is logged in",
                 s.attr_dir.display()
             ),
-        )),
+        )
+            .signal("session_state_unknown")),
         Attr::Error(e) => problems.push(Problem::unreadable(e)),
     }
 
@@ -475,13 +487,15 @@ fn judge_session(
                 format!(
                     "recovery_tmo {t}s is below {min}s: a target outage longer than {t}s offlines its disks (raise node.session.timeo.replacement_timeout)"
                 ),
-            )),
+            )
+            .signal("recovery_tmo_low")),
             (_, Some(_)) => {}
             (Attr::Value(v), None) => problems.push(Problem::new(
                 Status::Unknown,
                 "recovery_tmo not understood",
                 format!("recovery_tmo '{v}' is not a number of seconds or 'off'"),
-            )),
+            )
+            .signal("recovery_tmo_unknown")),
             (Attr::Missing, None) => problems.push(Problem::new(
                 Status::Unknown,
                 "recovery_tmo unknown",
@@ -489,7 +503,8 @@ fn judge_session(
                     "no recovery_tmo attribute in {}: cannot check --min-recovery-timeout",
                     s.attr_dir.display()
                 ),
-            )),
+            )
+            .signal("recovery_tmo_unknown")),
             (Attr::Error(e), None) => problems.push(Problem::unreadable(e)),
         }
     } else if let Attr::Error(e) = &s.recovery_tmo {
@@ -501,11 +516,14 @@ fn judge_session(
         let portal = c.portal().unwrap_or_else(|| "portal unknown".into());
         match &c.state {
             Attr::Value(v) if v == "up" => {}
-            Attr::Value(v) => problems.push(Problem::new(
-                Status::Critical,
-                format!("{} {v}", c.name),
-                format!("{} to {portal} is {v}, not up", c.name),
-            )),
+            Attr::Value(v) => problems.push(
+                Problem::new(
+                    Status::Critical,
+                    format!("{} {v}", c.name),
+                    format!("{} to {portal} is {v}, not up", c.name),
+                )
+                .signal("connection_down"),
+            ),
             Attr::Missing => {}
             Attr::Error(e) => problems.push(Problem::unreadable(e)),
         }
@@ -529,18 +547,24 @@ fn judge_session(
             Attr::Value(v) => {
                 let (st, why) = device_state(v);
                 if st != Status::Ok {
-                    problems.push(Problem::new(
-                        st,
-                        format!("{who} {v}"),
-                        format!("{} {who} is {v}: {why}", d.hctl),
-                    ));
+                    problems.push(
+                        Problem::new(
+                            st,
+                            format!("{who} {v}"),
+                            format!("{} {who} is {v}: {why}", d.hctl),
+                        )
+                        .signal("scsi_device_state"),
+                    );
                 }
             }
-            Attr::Missing => problems.push(Problem::new(
-                Status::Unknown,
-                format!("{who} state unknown"),
-                format!("{} {who}: no state attribute", d.hctl),
-            )),
+            Attr::Missing => problems.push(
+                Problem::new(
+                    Status::Unknown,
+                    format!("{who} state unknown"),
+                    format!("{} {who}: no state attribute", d.hctl),
+                )
+                .signal("scsi_device_state_unknown"),
+            ),
             Attr::Error(e) => problems.push(Problem::unreadable(e)),
         }
         if d.blocks.is_empty() {
@@ -576,16 +600,21 @@ fn judge_session(
         }
     }
     if logged_in && disks == 0 && s.problems.is_empty() {
-        problems.push(Problem::new(
-            Status::Warning,
-            "no disk attached",
-            "logged in but no disk attached (no LUN was scanned, or its disk was removed)",
-        ));
+        problems.push(
+            Problem::new(
+                Status::Warning,
+                "no disk attached",
+                "logged in but no disk attached (no LUN was scanned, or its disk was removed)",
+            )
+            .signal("no_disk"),
+        );
     }
 
     // What could not be walked.
     for p in &s.problems {
-        problems.push(Problem::new(Status::Unknown, "sysfs incomplete", p.clone()));
+        problems.push(
+            Problem::new(Status::Unknown, "sysfs incomplete", p.clone()).signal("sysfs_incomplete"),
+        );
     }
 
     let status = problems
@@ -635,7 +664,25 @@ fn judge_session(
                 .join("; "),
         );
     }
-    let mut f = Finding::new(status, text);
+    let disk_names: Vec<&str> = s
+        .devices
+        .iter()
+        .flat_map(|d| d.blocks.iter().map(|b| b.name.as_str()))
+        .collect();
+    let subject = names
+        .subject(iqn_pv.unwrap_or(""), uids.iter().map(String::as_str))
+        .session(s.name.as_str())
+        .maybe(plugin::Subject::iqn, s.targetname.value())
+        .maybe(
+            plugin::Subject::device,
+            match disk_names.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            },
+        );
+    let mut f = Finding::new(status, text)
+        .signal(sorted.first().map_or("session_ok", |p| p.signal))
+        .subject(subject);
     let extra: Vec<String> = [
         ("iface", &s.ifacename),
         ("tpgt", &s.tpgt),
@@ -745,14 +792,22 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Warning,
                 format!("{} sessions to {who} at {portal}", group.len()),
             ));
-            findings.push(Finding::new(
-                Status::Warning,
-                format!(
-                    "{} sessions to the same target and portal: {iqn} at {portal} ({}); a stale or doubled login, log out the extra one",
-                    group.len(),
-                    names.join(", ")
+            findings.push(
+                Finding::new(
+                    Status::Warning,
+                    format!(
+                        "{} sessions to the same target and portal: {iqn} at {portal} ({}); a stale or doubled login, log out the extra one",
+                        group.len(),
+                        names.join(", ")
+                    ),
+                )
+                .signal("duplicate_session")
+                .subject(
+                    plugin::Subject::new()
+                        .iqn(iqn.as_str())
+                        .maybe(plugin::Subject::pv, pv_from_iqn(iqn)),
                 ),
-            ));
+            );
         }
     }
 
@@ -769,10 +824,13 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Critical,
                 format!("{n} session(s), expected at least {min}"),
             ));
-            findings.push(Finding::new(
-                Status::Critical,
-                format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
-            ));
+            findings.push(
+                Finding::new(
+                    Status::Critical,
+                    format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
+                )
+                .signal("too_few_sessions"),
+            );
         }
     }
     for re in &policy.expect_target {
@@ -797,13 +855,16 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Critical,
                 format!("no logged-in session to '{}'", re.as_str()),
             ));
-            findings.push(Finding::new(
-                Status::Critical,
-                format!(
-                    "no logged-in session to a target matching --expect-target '{}' ({others})",
-                    re.as_str()
-                ),
-            ));
+            findings.push(
+                Finding::new(
+                    Status::Critical,
+                    format!(
+                        "no logged-in session to a target matching --expect-target '{}' ({others})",
+                        re.as_str()
+                    ),
+                )
+                .signal("expected_target_missing"),
+            );
         }
     }
 

@@ -400,7 +400,21 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 }
             ));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "replica_ok"
+            } else if r.controller {
+                "controller_crashloop"
+            } else {
+                "crashloop"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(r.node.as_str())
+                    .namespace(r.namespace.as_str())
+                    .pod(r.name.as_str())
+                    .maybe(plugin::Subject::pv, r.pv.as_deref()),
+            );
         if s != Status::Ok && r.controller {
             f = f.detail(
                 "the controller is the volume's iSCSI target: while it restarts the volume's I/O \
@@ -430,6 +444,12 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         summary_parts.push(format!("{name}: {h}/{n} replicas healthy"));
         findings.push(
             Finding::new(s, format!("{name}: {h}/{n} replicas healthy ({what})"))
+                .signal(if s == Status::Critical {
+                    "no_healthy_majority"
+                } else {
+                    "degraded_redundancy"
+                })
+                .subject(plugin::Subject::new().pv(*pv))
                 .detail(format!("unhealthy: {}", bad.join(", "))),
         );
     }

@@ -277,6 +277,24 @@ impl VolumeState {
             format!("at least {d}")
         }
     }
+
+    /// What the finding is about: the PV, the CSI driver of the kubelet's unique volume name
+    /// (`kubernetes.io/csi/<driver>^<handle>`), and the pod when exactly one is involved.
+    pub fn subject(&self) -> plugin::Subject {
+        let driver = self
+            .volume
+            .strip_prefix("kubernetes.io/csi/")
+            .and_then(|r| r.split_once('^'))
+            .map(|(d, _)| d);
+        let pod = match self.pods.as_slice() {
+            [p] => Some(p.as_str()),
+            _ => None,
+        };
+        plugin::Subject::new()
+            .maybe(plugin::Subject::pv, self.pv.as_deref())
+            .maybe(plugin::Subject::driver, driver)
+            .maybe(plugin::Subject::pod, pod)
+    }
 }
 
 /// Aggregate failures per volume (pure); `known` runs (from every line read, and kept across
@@ -463,29 +481,38 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         if !v.pods.is_empty() {
             text.push_str(&format!(", pods {}", v.pods.join(" ")));
         }
-        let mut f =
-            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 600)));
+        let mut f = Finding::new(st, text)
+            .signal(if v.status == Status::Critical {
+                "volume_op_stuck"
+            } else {
+                "volume_op_failing"
+            })
+            .subject(v.subject())
+            .detail(format!("error: {}", parse::shorten(&v.error, 600)));
         if v.pv.is_some() {
             f = f.detail(format!("volume {}", v.volume));
         }
         report = report.finding(f);
     }
     for s in &data.sources {
-        report = report.finding(Finding::new(
-            Status::Ok,
-            format!(
-                "read {}: {} bytes, {} candidate line{}{}",
-                s.name,
-                s.bytes,
-                s.hits,
-                if s.hits == 1 { "" } else { "s" },
-                if s.complete {
-                    ""
-                } else {
-                    " (stopped at the deadline)"
-                }
-            ),
-        ));
+        report = report.finding(
+            Finding::new(
+                Status::Ok,
+                format!(
+                    "read {}: {} bytes, {} candidate line{}{}",
+                    s.name,
+                    s.bytes,
+                    s.hits,
+                    if s.hits == 1 { "" } else { "s" },
+                    if s.complete {
+                        ""
+                    } else {
+                        " (stopped at the deadline)"
+                    }
+                ),
+            )
+            .signal("log_source_read"),
+        );
         for n in &s.notes {
             report = report.note(n.clone());
         }

@@ -526,6 +526,43 @@ pub fn wanted(data: &NodeData) -> Wanted {
     w
 }
 
+/// The machine-readable kind of a verdict (the finding's `signal`). Pure.
+pub fn signal_of(v: &Volume, verdict: &Verdict) -> &'static str {
+    let has = |o: &str| v.super_options.split(',').any(|x| x == o);
+    match verdict {
+        Verdict::Writable => "writable",
+        Verdict::ReadOnlyByDesign => "ro_by_design",
+        Verdict::Errors(_) => "fs_errors",
+        Verdict::ReadOnlyNoError(_) => "ro_no_error",
+        Verdict::ReadOnly(_) if v.block_mode => "block_ro",
+        Verdict::ReadOnly(_) if has("emergency_ro") => "emergency_ro",
+        Verdict::ReadOnly(_) if has("ro") => "remounted_ro",
+        Verdict::ReadOnly(_) => match v.probe {
+            Some(Outcome::Hung { .. }) => "mount_hung",
+            Some(Outcome::Failed { .. }) => "mount_io_error",
+            Some(Outcome::StillHung { .. }) => "mount_still_hung",
+            _ => "presumed_ro",
+        },
+    }
+}
+
+/// What a volume's finding is about: PV, claim and pod as far as `names` knows them, the
+/// device (block device or mount source) and the first mount point.
+fn volume_subject(v: &Volume, names: &Names) -> plugin::Subject {
+    let pv = v.names.iter().next().map(String::as_str).unwrap_or("");
+    let device = match &v.block_dev {
+        Some(d) if v.block_mode => d.as_str(),
+        _ => v.source.as_str(),
+    };
+    names
+        .subject(pv, v.pod_uids.iter().map(String::as_str))
+        .device(device.strip_prefix("/dev/").unwrap_or(device))
+        .maybe(
+            plugin::Subject::mount,
+            v.mounts.first().map(|(m, _)| m.to_string_lossy()),
+        )
+}
+
 /// The whole decision without names. Pure.
 pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
     evaluate_named(data, thresholds, &Names::default())
@@ -589,7 +626,9 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         } else {
             write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
         };
-        let mut f = Finding::new(status, text);
+        let mut f = Finding::new(status, text)
+            .signal(signal_of(v, &verdict))
+            .subject(volume_subject(v, names));
         if !v.pod_uids.is_empty() {
             let mut d = String::from("pods: ");
             for (i, u) in v.pod_uids.iter().enumerate() {

@@ -494,3 +494,58 @@ fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
         r.notes
     );
 }
+
+#[test]
+fn every_verdict_has_its_signal_and_the_volume_its_subject() {
+    let sig = |d: &NodeData, pv: &str| {
+        let r = evaluate(d, &default_t());
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.subject.pv.as_deref() == Some(pv))
+            .unwrap_or_else(|| panic!("no finding with pv {pv}: {:?}", r.findings));
+        (f.signal, f.subject.clone())
+    };
+    let d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    let (s, subj) = sig(&d, "pvc-a634b9a3");
+    assert_eq!(s, "emergency_ro");
+    assert_eq!(
+        subj,
+        plugin::Subject::new()
+            .pv("pvc-a634b9a3")
+            .device("sdc")
+            .mount(format!(
+                "{K}/plugins/kubernetes.io/csi/jiva.csi.openebs.io/abc/globalmount"
+            ))
+    );
+    assert_eq!(sig(&d, "pvc-healthy").0, "writable");
+    assert_eq!(sig(&d, "pvc-readonly").0, "writable");
+    assert_eq!(
+        sig(&data(&table("ro"), (5, 4, 0)), "pvc-a634b9a3").0,
+        "remounted_ro"
+    );
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    vol(&mut d, "pvc-readonly").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: node::probe::Errno::EIO,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "mount_hung");
+    assert_eq!(sig(&d, "pvc-readonly").0, "mount_io_error");
+    let mut d = data(&table("rw"), (6, 13, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "presumed_ro");
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "fs_errors");
+}

@@ -587,6 +587,18 @@ impl Problem {
             _ => Status::Critical,
         }
     }
+    /// The finding's machine-readable kind.
+    pub fn signal(&self) -> &'static str {
+        match self {
+            Problem::Corrupted(_) => "stale_mount",
+            Problem::Hung(_) => "mount_hung",
+            Problem::NotProbed(_) => "not_probed",
+            Problem::Orphaned => "orphaned_mount",
+            Problem::PvGone => "staging_pv_gone",
+            Problem::NotAttached => "staging_not_attached",
+            Problem::Unpublished => "staging_unpublished",
+        }
+    }
     /// Counts as a stale mount (everything but "could not probe").
     pub fn is_stale(&self) -> bool {
         !matches!(self, Problem::NotProbed(_))
@@ -750,6 +762,29 @@ fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
     }
 }
 
+/// What a mount's finding is about: node, PV, claim, pod, driver, mount source and point.
+fn mount_subject(
+    m: &CsiMount,
+    id: &Identity,
+    c: &ClusterView,
+    names: &kube::Names,
+) -> plugin::Subject {
+    let mut s = names
+        .subject(id.pv.as_deref().unwrap_or(""), id.pod_uid.as_deref())
+        .node(c.node.as_str())
+        .maybe(plugin::Subject::driver, id.driver.as_deref())
+        .device(m.source.strip_prefix("/dev/").unwrap_or(&m.source))
+        .mount(m.mount_point.to_string_lossy());
+    if s.pod.is_none() {
+        if let Some(p) = id.pod_uid.as_deref().and_then(|u| c.pod(u)) {
+            if s.namespace.as_deref().is_none_or(|ns| ns == p.namespace) {
+                s = s.namespace(p.namespace.as_str()).pod(p.name.as_str());
+            }
+        }
+    }
+    s
+}
+
 /// Who a mount is for, as an operator knows it (`media/radarr-0 (PVC media/radarr-config,
 /// pvc-…)`), when the cross-checks named a pod or a claim.
 fn named(id: &Identity, names: &kube::Names) -> Option<String> {
@@ -847,6 +882,8 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
                 Status::Ok,
                 format!("healthy {} {}", kind_word(&m.kind), m.mount_point.display()),
             )
+            .signal("healthy")
+            .subject(mount_subject(m, id, c, &names))
             .detail(identity_line(m, id, c, &names));
             if let Some(e) = &m.vol_data_error {
                 f = f.detail(format!("note: {e}"));
@@ -862,7 +899,10 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
         if let Some(who) = named(id, &names) {
             text.push_str(&format!(" — {who}"));
         }
-        let mut f = Finding::new(primary.status(), text).detail(identity_line(m, id, c, &names));
+        let mut f = Finding::new(primary.status(), text)
+            .signal(primary.signal())
+            .subject(mount_subject(m, id, c, &names))
+            .detail(identity_line(m, id, c, &names));
         let also: Vec<&str> = probs[1..].iter().map(short).collect();
         if !also.is_empty() {
             f = f.detail(format!("also: {}", also.join(", ")));

@@ -138,6 +138,43 @@ pub fn pod_uid_of(mount_point: &Path) -> Option<String> {
     })
 }
 
+/// What a device's finding is about: the block device (or the one disk behind a SCSI address
+/// or iSCSI session), the iSCSI session, and the PV, claim, pod and mount point when the device
+/// holds exactly one PV.
+fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::Subject {
+    let Some(dev) = dev else {
+        return plugin::Subject::new();
+    };
+    let h = data.holdings.get(dev);
+    let (pvs, uids) = h.map(held).unwrap_or_default();
+    let mut s = match pvs.as_slice() {
+        [pv] => names.subject(pv, uids.iter().map(String::as_str)),
+        _ => plugin::Subject::new(),
+    };
+    s = match dev {
+        Device::Block(b) => s.device(b.as_str()),
+        Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {
+            Some([one]) => s.device(one.as_str()),
+            _ => s,
+        },
+    };
+    if let Device::IscsiSession(n) = dev {
+        s = s.session(format!("session{n}"));
+    }
+    // The one mount, else the first mount of the one PV.
+    let mount = h.and_then(|h| match h.mounts.as_slice() {
+        [(mp, _)] => Some(mp),
+        ms => ms
+            .iter()
+            .find(|(_, p)| p.is_some() && p.as_deref() == s.pv.as_deref())
+            .map(|(mp, _)| mp),
+    });
+    match mount {
+        Some(mp) => s.mount(mp.to_string_lossy()),
+        None => s,
+    }
+}
+
 /// PVs and pod UIDs of what a device holds.
 fn held(h: &Holding) -> (Vec<&str>, Vec<String>) {
     let mut pvs: Vec<&str> = Vec::new();
@@ -260,6 +297,8 @@ pub fn evaluate_with(
                 time::fmt_utc(last.t)
             ),
         )
+        .signal(cat.label())
+        .subject(device_subject(dev.as_ref(), data, names))
         .detail(format!("kernel: {}", last.text));
         if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
             for (mp, pv) in h.mounts.iter().take(5) {

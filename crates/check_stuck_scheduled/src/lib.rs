@@ -90,6 +90,14 @@ impl Rule {
             Rule::Creating => "all containers still ContainerCreating/PodInitializing",
         }
     }
+
+    /// The finding's machine-readable kind.
+    pub fn signal(self) -> &'static str {
+        match self {
+            Rule::NoStatus => "stuck_no_status",
+            Rule::Creating => "stuck_creating",
+        }
+    }
 }
 
 /// What `evaluate` needs of one pending, scheduled pod.
@@ -227,7 +235,12 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if c.scheduled_at.is_none() {
             text.push_str(" (no scheduling time recorded)");
         }
-        let mut f = Finding::new(*s, text);
+        let mut f = Finding::new(*s, text).signal(c.rule.signal()).subject(
+            plugin::Subject::new()
+                .node(c.node.as_str())
+                .namespace(c.namespace.as_str())
+                .pod(c.name.as_str()),
+        );
         if let Some((reason, msg, when)) = d.events.get(&key) {
             let ago = when
                 .map(|t| format!(" ({} ago)", age((now - t).max(0))))

@@ -285,7 +285,18 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "terminating"
+            } else {
+                "stuck_terminating"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(t.node.as_str())
+                    .namespace(t.namespace.as_str())
+                    .pod(t.name.as_str()),
+            );
         let mounted = d
             .mounts
             .get(&t.uid)
@@ -311,6 +322,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             ));
             if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
             {
+                f.subject = f.subject.mount(path.to_string());
                 f = f.detail(format!(
                     "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \

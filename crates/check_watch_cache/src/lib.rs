@@ -320,7 +320,20 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
             }
         };
         worst = worst.worst(status);
-        findings.push(Finding::new(status, text));
+        let signal = match (&s.outcome, status) {
+            (Outcome::Seen { .. }, Status::Ok) => "watch_cache_current",
+            (Outcome::Seen { .. }, _) => "watch_cache_lag",
+            (Outcome::Stale { .. }, _) => "watch_cache_stale",
+            (Outcome::Failed { .. }, _) => "read_failed",
+        };
+        let (ns, _) = d.canary.split_once('/').unwrap_or(("", ""));
+        findings.push(
+            Finding::new(status, text).signal(signal).subject(
+                plugin::Subject::new()
+                    .namespace(ns)
+                    .server(s.server.as_str()),
+            ),
+        );
     }
     let n = d.servers.len();
     let summary = if d.servers.is_empty() {

@@ -63,6 +63,9 @@ pub struct RenderOptions<'a> {
     pub debug: &'a [String],
     /// Cap on `k8s_storage_check_finding` series in the Prometheus format.
     pub max_findings_series: usize,
+    /// The run's `-t` in seconds (exported so that rules can compare the duration with it); 0
+    /// when unknown (usage errors).
+    pub timeout_secs: f64,
 }
 
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
@@ -255,9 +258,10 @@ pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
-const RESERVED_METRICS: [&str; 5] = [
+const RESERVED_METRICS: [&str; 6] = [
     "k8s_storage_check_status",
     "k8s_storage_check_duration_seconds",
+    "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
     FINDINGS_OMITTED_METRIC,
     FINDINGS_METRIC,
@@ -286,6 +290,14 @@ fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
         "Wall time of the check run.",
         o.duration_secs,
     );
+    if o.timeout_secs > 0.0 {
+        gauge(
+            &mut out,
+            "k8s_storage_check_timeout_seconds",
+            "The run's -t: the watchdog answers at this duration.",
+            o.timeout_secs,
+        );
+    }
     let mut seen: std::collections::HashSet<String> =
         RESERVED_METRICS.iter().map(|s| s.to_string()).collect();
     for p in &report.perfdata {
@@ -444,6 +456,7 @@ mod tests {
             duration_secs: 0.01,
             debug: &[],
             max_findings_series: 100,
+            timeout_secs: 10.0,
         }
     }
 
@@ -652,6 +665,9 @@ mod tests {
             "k8s_storage_check_max_backoff_seconds{check=\"check_ro_pvc_mounts\"} 122\n"
         ));
         assert!(out.contains("# TYPE k8s_storage_check_duration_seconds gauge"));
+        assert!(
+            out.contains("k8s_storage_check_timeout_seconds{check=\"check_ro_pvc_mounts\"} 10\n")
+        );
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(name.starts_with("k8s_storage_check_"));

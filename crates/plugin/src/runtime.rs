@@ -262,6 +262,7 @@ fn render_plain<C: Check>(report: &Report, format: Format) -> String {
             duration_secs: 0.0,
             debug: &[],
             max_findings_series: 0,
+            timeout_secs: 0.0,
         },
     )
 }
@@ -517,6 +518,7 @@ fn finish<C: Check>(
             duration_secs: elapsed.as_secs_f64(),
             debug,
             max_findings_series: common.max_findings_series,
+            timeout_secs: common.timeout.duration.as_secs_f64(),
         },
     )
 }
@@ -824,6 +826,7 @@ fn install_panic_hook(name: &'static str, binary: &'static str) {
                     duration_secs: 0.0,
                     debug: &[],
                     max_findings_series: 0,
+                    timeout_secs: 0.0,
                 },
             ),
         };
