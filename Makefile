@@ -3,6 +3,8 @@
 # make install              install them where NRPE looks
 #   PLUGINDIR=/usr/lib/nagios/plugins (default; /usr/lib64/nagios/plugins on RHEL-likes)
 #   DESTDIR=/staging/root   (prefix for packaging)
+# make deb                  Debian package (packaging/mkdeb; plain dpkg-deb), in target/packages/
+# make dist                 release tarball + .sha256 for the Ansible role (packaging/mkdist)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
 # Where ./build-static puts them (evaluated when used, after the build).
@@ -16,4 +18,10 @@ install: all
 	install -d $(DESTDIR)$(PLUGINDIR)
 	for c in $(CHECKS); do install -m 0755 $(BIN)/$$c $(DESTDIR)$(PLUGINDIR)/$$c; done
 
-.PHONY: all install
+deb:
+	packaging/mkdeb
+
+dist:
+	packaging/mkdist
+
+.PHONY: all install deb dist
