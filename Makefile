@@ -12,6 +12,8 @@
 # root:root 0755. The checks refuse to run with more privilege than their real user unless that
 # user is root or in the group owning the binary. The capabilities are applied by install-caps
 # (a capability is lost whenever the file is replaced or chowned: run it after every install).
+# make deb                  Debian package (packaging/mkdeb; plain dpkg-deb), in target/packages/
+# make dist                 release tarball + .sha256 for the Ansible role (packaging/mkdist)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
 AGENT_USER ?= nagios
@@ -49,4 +51,10 @@ install: all
 install-caps:
 	$(foreach c,$(filter $(PRIVILEGED),$(CHECKS)),setcap $(CAPS_$(c))=ep $(DESTDIR)$(PLUGINDIR)/$(c) &&) true
 
-.PHONY: all install install-caps
+deb:
+	packaging/mkdeb
+
+dist:
+	packaging/mkdist
+
+.PHONY: all install install-caps deb dist

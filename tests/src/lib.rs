@@ -176,6 +176,10 @@ impl Cmd {
         self.cmd.env(k, v);
         self
     }
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cmd.current_dir(dir);
+        self
+    }
     pub fn env_remove(mut self, k: &str) -> Cmd {
         self.cmd.env_remove(k);
         self
@@ -432,6 +436,47 @@ pub fn sha256_hex(s: &str) -> String {
         .next()
         .unwrap_or("")
         .to_string()
+}
+
+/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd), debootstrapped once and
+/// cached under `<target>/container-emu/` (`E2E_DEBIAN_MIRROR` overrides the mirror). Shared by
+/// the container-mode test (the NRPE image's base) and the package test (a fresh machine to
+/// install the .deb on, through an overlay: the cache itself is never changed).
+pub fn debian_nrpe_base() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
+    let dir = target.join("container-emu/debian-bookworm-nrpe");
+    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
+    let stamp_file = dir.join(".k8s-storage-checks-base");
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
+        return dir;
+    }
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mirror = std::env::var("E2E_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
+    eprintln!(
+        "debootstrapping Debian bookworm + nagios-nrpe-server into {} (a few minutes, once)",
+        dir.display()
+    );
+    let st = Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=nagios-nrpe-server,systemd",
+            "bookworm",
+        ])
+        .arg(&tmp)
+        .arg(&mirror)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run debootstrap");
+    assert!(st.success(), "debootstrap failed (mirror {mirror})");
+    std::fs::rename(&tmp, &dir).unwrap();
+    std::fs::write(&stamp_file, stamp).unwrap();
+    eprintln!("debootstrap done");
+    dir
 }
 
 /// bindfs FUSE mounts with known daemons (dead and hung mounts).
