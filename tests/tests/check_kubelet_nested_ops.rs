@@ -350,9 +350,10 @@ fn age_keeps_growing_across_runs_and_log_rotations() {
     let out = run(true);
     out.assert_status(NAME, 2);
     let a1 = age(&out);
-    assert!(a1 >= 39.0 * 60.0, "{out:?}");
+    // The last failure is within one 2m2s backoff of now: 38 to 40 minutes, far past the window.
+    assert!(a1 >= 37.0 * 60.0 && a1 < 40.0 * 60.0, "{out:?}");
     assert!(
-        out.first_line().contains("failing for 39m") && !out.first_line().contains("at least"),
+        out.first_line().contains("failing for 3") && !out.first_line().contains("at least"),
         "{out:?}"
     );
     let wait_past = |t: i64| {

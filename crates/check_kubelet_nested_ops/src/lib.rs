@@ -1326,6 +1326,65 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The zone of klog times: --tz first; in container mode the host's /etc/localtime (a copy,
+    /// or a symlink into the host's zoneinfo, resolved under the host root), UTC without one.
+    #[test]
+    fn zone_of_klog_times() {
+        use clap::Parser;
+        let kolkata = std::path::Path::new("/usr/share/zoneinfo/Asia/Kolkata");
+        let host = std::env::temp_dir().join(format!("nested-tz-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&host);
+        std::fs::create_dir_all(host.join("etc")).unwrap();
+        let opts = |extra: &[&str]| {
+            let mut a = vec![
+                "check_kubelet_nested_ops",
+                "--host-root",
+                host.to_str().unwrap(),
+            ];
+            a.extend_from_slice(extra);
+            Opts::try_parse_from(a).unwrap()
+        };
+        // No /etc/localtime on the host: UTC.
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(0), 0);
+        // --tz wins.
+        assert_eq!(
+            zone(&opts(&["--tz", "+08:00"])).unwrap().offset_at(0),
+            8 * 3600
+        );
+        assert!(zone(&opts(&["--tz", "../../etc/shadow"])).is_err());
+        if !kolkata.exists() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("needs tzdata");
+            }
+            eprintln!("skipped: no tzdata");
+            return;
+        }
+        // A copy of the host's zone file.
+        std::fs::copy(kolkata, host.join("etc/localtime")).unwrap();
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(1_800_000_000), 19800);
+        // A symlink into the host's zoneinfo: followed under the host root, not in ours.
+        std::fs::remove_file(host.join("etc/localtime")).unwrap();
+        std::fs::create_dir_all(host.join("usr/share/zoneinfo/Asia")).unwrap();
+        std::fs::copy(kolkata, host.join("usr/share/zoneinfo/Asia/Kolkata")).unwrap();
+        std::os::unix::fs::symlink(
+            "/usr/share/zoneinfo/Asia/Kolkata",
+            host.join("etc/localtime"),
+        )
+        .unwrap();
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(1_800_000_000), 19800);
+        // An IANA name is read from the host's zoneinfo in container mode.
+        assert_eq!(
+            zone(&opts(&["--tz", "Asia/Kolkata"])).unwrap().offset_at(0),
+            19800
+        );
+        // Garbage where the zone should be: UNKNOWN naming it.
+        std::fs::remove_file(host.join("etc/localtime")).unwrap();
+        std::fs::write(host.join("etc/localtime"), "not a zone").unwrap();
+        let e = zone(&opts(&[])).err().unwrap();
+        assert!(e.0.contains("TZif") && e.0.contains("--tz"), "{}", e.0);
+        std::fs::remove_dir_all(&host).unwrap();
+    }
+
     /// A state file holding a failure from tomorrow beside a real one: the ghost is dropped with a
     /// note and never saved again (it would start counting once the clock reaches it).
     #[test]

@@ -488,6 +488,39 @@ mod tests {
         assert_eq!(shorten("a\nb", 10), "a b");
     }
 
+    /// A pod name holding `"` (Go's %q writes it `\"`) stays whole in every shape: the bare error
+    /// of new kubelets, the quoted error of old ones (escaped twice), JSON logging (escaped
+    /// again by JSON) and a Docker json-file wrapper around that.
+    #[test]
+    fn pod_name_with_a_quote_is_kept_intact() {
+        let err = r#"MountVolume.SetUp failed for volume "pvc-1" (UniqueName: "kubernetes.io/csi/d^pvc-1") pod "we\"ird-0" (UID: "u1") : rpc error: code = Internal desc = x"#;
+        let new = format!(
+            r#"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] Operation for "{{volumeName:kubernetes.io/csi/d^pvc-1 podName:u1 nodeName:}}" failed. No retries permitted until 2026-07-13 20:27:26.1 +0000 UTC m=+1.0 (durationBeforeRetry 1s). Error: {err}"#
+        );
+        let now = utc(2026, 7, 13, 20, 30, 0);
+        let f = parse_line(new.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        assert!(f.error.contains(r#"pod "we\"ird-0""#), "{}", f.error);
+        // Old: the whole error %q-quoted.
+        let quoted = format!("{:?}", err); // Rust's Debug escapes " and \ like Go's %q here
+        let old = format!(
+            r#"E0713 20:27:25.123456    2166 nestedpendingoperations.go:267] Operation for "\"kubernetes.io/csi/d^pvc-1\" (\"u1\")" failed. No retries permitted until 2026-07-13 20:27:26.1 +0000 UTC m=+1.0 (durationBeforeRetry 1s). Error: {quoted}"#
+        );
+        let f = parse_line(old.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        // JSON logging, then Docker around it.
+        let msg = new[new.find("Operation for").unwrap()..].to_string();
+        let json = serde_json::json!({"ts": (now - 60_000) as f64, "msg": msg}).to_string();
+        let f = parse_line(json.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        let docker = serde_json::json!({"log": format!("{json}\n"), "stream": "stderr", "time": "2026-07-13T20:29:00Z"}).to_string();
+        let mut j = node::logs::wrap::Joiner::new();
+        let mut got = Vec::new();
+        j.feed(docker.as_bytes(), |l| got.push(l));
+        let f = parse_line(got[0].text.as_bytes(), got[0].time_ms, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+    }
+
     #[test]
     fn unquote() {
         assert_eq!(
