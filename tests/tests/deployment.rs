@@ -96,9 +96,13 @@ fn assert_outsider_refused(ns: &Ns, plugin_dir: &Path, checks: &[String]) {
                 "nogroup",
                 "--clear-groups",
                 "--",
+                // Through a shell: setpriv itself still holds root's capabilities at its own
+                // execve (the kernel drops them there), so it would pass the permission check.
+                "sh",
+                "-c",
+                "exec \"$0\" --help",
             ])
             .arg(plugin_dir.join(c))
-            .arg("--help")
             .run();
         if is_privileged(c) {
             assert!(
@@ -615,7 +619,9 @@ fn role_on_this_machine(t: &str, mode: &str) {
         let cmd = commands
             .get(c)
             .unwrap_or_else(|| panic!("no NRPE command for {c}:\n{rendered}"));
-        assert!(cmd.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
+        // (sudo mode: the privileged ones behind "sudo -n", asserted below.)
+        let bare = cmd.strip_prefix("/usr/bin/sudo -n ").unwrap_or(cmd);
+        assert!(bare.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
         assert!(!cmd.contains("$ARG"), "{cmd}");
     }
     // The kubeconfig goes exactly to the checks whose --help lists --kubeconfig (the role reads
