@@ -7,7 +7,7 @@
 //! - [`need_root`] decides whether a privileged test can run: not root → `skipped: needs root`,
 //!   but with `CI=true` a skip is a failure.
 //! - [`Ns`] is a private mount namespace held open by a helper process: mounts made in it vanish
-//!   when it is dropped (or when the test process dies), and loop devices mounted with `-o loop`
+//!   when it is dropped (or when the test process dies), and loop devices attached by [`Ns::loop_fs`]
 //!   detach themselves (autoclear).
 //! - [`apiserver`] is a loopback HTTPS Kubernetes API server with its own CA, auth and faults.
 
@@ -332,8 +332,13 @@ impl Ns {
         self.cmd("sh").arg("-c").arg(script).run()
     }
 
-    /// Make a filesystem image of `size_mb` MiB with `mkfs_cmd` (e.g. `mkfs.ext4 -q -F`) and mount
-    /// it with `-o loop,<opts>` at `mount_point` (created). Returns the loop device (`/dev/loopN`).
+    /// Make a filesystem image of `size_mb` MiB with `mkfs_cmd` (e.g. `mkfs.ext4 -q -F`), attach it
+    /// to a free loop device and mount that with `<opts>` at `mount_point` (created). Returns the
+    /// loop device (`/dev/loopN`), which detaches itself when unmounted (autoclear).
+    ///
+    /// Not `mount -o loop`: that looks for an existing loop device over the same file and so
+    /// touches the backing file of every loop device, which hangs while any of them sits on a
+    /// stopped FUSE daemon (the D-state fault-matrix row makes exactly that).
     pub fn loop_fs(
         &self,
         image: &Path,
@@ -343,18 +348,17 @@ impl Ns {
         mount_point: &Path,
     ) -> String {
         let o = if opts.is_empty() {
-            "loop".to_string()
+            String::new()
         } else {
-            format!("loop,{opts}")
+            format!("-o {opts}")
         };
-        self.sh(&format!(
-            "truncate -s {size_mb}M '{img}' && {mkfs_cmd} '{img}' >/dev/null && mkdir -p '{mp}' && mount -o {o} '{img}' '{mp}'",
+        let out = self.sh(&format!(
+            "truncate -s {size_mb}M '{img}' && {mkfs_cmd} '{img}' >/dev/null && mkdir -p '{mp}' \
+             && dev=$(losetup --find --show '{img}') \
+             && {{ mount {o} \"$dev\" '{mp}' || {{ losetup -d \"$dev\"; exit 1; }}; }} \
+             && losetup -d \"$dev\" && echo \"$dev\"",
             img = image.display(),
             mp = mount_point.display()
-        ));
-        let out = self.sh(&format!(
-            "findmnt -n -o SOURCE --target '{}'",
-            mount_point.display()
         ));
         out.stdout.trim().to_string()
     }
