@@ -385,4 +385,10 @@ fn icinga2_pages_for_every_incident_and_recovers() {
         .collect();
     assert!(bad.is_empty(), "icinga2.log has warnings: {bad:#?}");
     println!("icinga2 engine test took {:?}", started.elapsed());
+    // Nothing the test started is left running.
+    let marker = node.work.path().to_string_lossy().into_owned();
+    drop(icinga);
+    drop(node);
+    let left = e2e::fuse::processes_with(&marker);
+    assert!(left.is_empty(), "processes left running: {left:?}");
 }

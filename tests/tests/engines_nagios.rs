@@ -252,7 +252,7 @@ fn nagios_pages_for_every_incident_and_recovers() {
     let mut node = Node::new();
     let port = free_port();
     let commands = node.nrpe_commands();
-    let _nrpe = start_nrpe(&node, &commands, port);
+    let nrpe = start_nrpe(&node, &commands, port);
     let nagios = std::cell::RefCell::new(Nagios::start(node.work.path(), port, iv));
     let ctx = || nagios.borrow_mut().context();
     // Time for one HARD transition: the first check, then the retries, plus scheduling slack.
@@ -412,4 +412,11 @@ fn nagios_pages_for_every_incident_and_recovers() {
         );
     }
     println!("nagios engine test took {:?}", started.elapsed());
+    // Nothing the test started is left running.
+    let marker = node.work.path().to_string_lossy().into_owned();
+    drop(nagios);
+    drop(nrpe);
+    drop(node);
+    let left = e2e::fuse::processes_with(&marker);
+    assert!(left.is_empty(), "processes left running: {left:?}");
 }
