@@ -433,7 +433,8 @@ pub struct Lookup {
     pub node_files: Vec<(&'static str, PathBuf)>,
     /// `$HOME`.
     pub home: Option<PathBuf>,
-    /// The process runs with more privilege than its caller (`AT_SECURE`): only `--kubeconfig`
+    /// The process runs with more privilege than its caller (`AT_SECURE`, or root through sudo):
+    /// only `--kubeconfig`
     /// (read as the caller) and the in-cluster service account are used; `$KUBECONFIG`, `$HOME`
     /// and the node's own credential files (admin.conf, kubelet.conf, k3s.yaml, microk8s
     /// client.config) are never looked at, so the privilege cannot lend the node's credentials.
@@ -443,7 +444,7 @@ pub struct Lookup {
 impl Lookup {
     pub fn from_env(flag: Option<PathBuf>, context: Option<String>) -> Lookup {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let privileged = node::privilege::is_privileged();
+        let privileged = node::privilege::is_privileged() || node::privilege::via_sudo();
         if privileged {
             return Lookup {
                 flag,

@@ -20,6 +20,15 @@ use std::path::Path;
 
 pub use plugin::privilege::secure as is_privileged;
 
+/// Root through sudo (the role's sudo mode): `sudo` sets `$SUDO_UID`. The command line is fixed by
+/// the sudoers rule, but credentials must not be discovered for the caller either. The variable
+/// can only restrict, never grant.
+pub fn via_sudo() -> bool {
+    // SAFETY: plain id getter.
+    let root = unsafe { libc::getuid() } == 0;
+    root && std::env::var_os("SUDO_UID").is_some()
+}
+
 /// Undoes a level change on drop.
 struct Restore(Option<Level>);
 

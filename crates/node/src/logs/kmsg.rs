@@ -122,15 +122,14 @@ pub fn read(
             crate::errtext(&e)
         )),
     };
-    // `--kmsg` may name any file: opened with the caller's privilege; the check raises privilege
-    // around this call only for the node's own /dev/kmsg.
-    let mut f = crate::privilege::open_with(
-        path,
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK),
-    )
-    .map_err(perm)?;
+    // `--kmsg` may name any file: a privileged process runs at its caller's level, and the check
+    // raises privilege around this call only for the node's own /dev/kmsg
+    // (`privilege::elevated_if`), so this open must not lower it again.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(perm)?;
     let md = f.metadata().map_err(perm)?;
     let mut st = ReadStats {
         complete: true,
