@@ -73,6 +73,8 @@ struct Row {
     /// What leftover processes would carry on their command line (default: the longest temp
     /// path among the arguments).
     marker: Option<String>,
+    /// The row's -t in seconds (default T).
+    t: u64,
 }
 
 fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
@@ -91,6 +93,7 @@ fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
         own_pids: Vec::new(),
         no_negative: false,
         marker: None,
+        t: T,
     }
 }
 
@@ -165,7 +168,7 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env("HOME", "/nonexistent")
-        .args(["-t", &T.to_string(), verbosity(i)])
+        .args(["-t", &r.t.to_string(), verbosity(i)])
         .args(&r.args);
     let out = cmd.run();
     let mut errs = Vec::new();
@@ -246,8 +249,11 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
             errs.push(format!("secret {sec:.12}… in the output"));
         }
     }
-    if out.elapsed > Duration::from_secs(T) + MARGIN {
-        errs.push(format!("took {:?}, over -t {T}s + {MARGIN:?}", out.elapsed));
+    if out.elapsed > Duration::from_secs(r.t) + MARGIN {
+        errs.push(format!(
+            "took {:?}, over -t {}s + {MARGIN:?}",
+            out.elapsed, r.t
+        ));
     }
     let left: Vec<i32> = processes_with(&mark)
         .into_iter()
@@ -320,7 +326,7 @@ enum ApiFault {
     Dropped,
     WrongCa,
     ExpiredCert,
-    /// One answer of 80 MiB whatever was asked (issue 16: a server that ignores `limit`).
+    /// One answer of 40 MiB whatever was asked (issue 16: a server that ignores `limit`).
     IgnoresLimit,
 }
 
@@ -336,7 +342,7 @@ const API_FAULTS: &[(ApiFault, i32, &str)] = &[
     (ApiFault::Dropped, 3, ""),
     (ApiFault::WrongCa, 3, "certificate"),
     (ApiFault::ExpiredCert, 3, ""),
-    (ApiFault::IgnoresLimit, 3, "more than 64 MiB"),
+    (ApiFault::IgnoresLimit, 3, "more than 32 MiB"),
 ];
 
 /// A kubeconfig for `srv` with the fault applied (server side faults are armed on `srv`), and
@@ -370,7 +376,7 @@ fn faulty_kubeconfig(srv: &ApiServer, f: ApiFault) -> (PathBuf, Vec<String>) {
                 ApiFault::Truncated => Fault::Truncated,
                 ApiFault::Garbage => Fault::Garbage,
                 ApiFault::Dropped => Fault::Drop,
-                ApiFault::IgnoresLimit => Fault::IgnoresLimit(80 << 20),
+                ApiFault::IgnoresLimit => Fault::IgnoresLimit(40 << 20),
                 _ => unreachable!(),
             });
             (kc, vec![])
@@ -406,6 +412,11 @@ fn api_rows(
             r.phrases = vec![phrase];
         }
         r.secrets = secrets;
+        if matches!(f, ApiFault::IgnoresLimit) {
+            // 40 MiB through the test server's TLS (a debug build) on a loaded machine: the
+            // cap must be reached within -t, so give the row room; it still must answer in it.
+            r.t = 10;
+        }
         let (out, errs) = exec(&r, i);
         println!(
             "{:<60} exit {} {:>6.2}s  {}",
@@ -874,39 +885,28 @@ fn file_faults_every_node_check() {
     drop(keep);
 }
 
-/// Run `bin args` with -t `T` and return (exit code, stdout, peak RSS in KiB). The peak is the
-/// largest of the check process and the worker it forked and reaped (`wait4`'s rusage covers the
-/// waited-for descendants), so it is the worker's peak, mapped file pages included.
-// The child is reaped by wait4 (for its rusage), which clippy does not see.
-#[allow(clippy::zombie_processes)]
+/// Run `bin args` with -t `T` and return (exit code, stdout, peak RSS in KiB), the peak measured
+/// by GNU time: the largest of the check process and the worker it forked and reaped (`wait4`'s
+/// rusage covers waited-for descendants), mapped file pages included. Not measured from this
+/// process: a child forked from it carries this test's own RSS in its high-water mark.
 fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
-    use std::os::unix::process::ExitStatusExt;
-    let child = std::process::Command::new(bin(bin_name))
+    let f = tempfile::NamedTempFile::new().unwrap();
+    let out = Cmd::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(f.path())
+        .arg(bin(bin_name))
         .args(["-t", &T.to_string()])
         .args(args)
         .env_remove("KUBECONFIG")
         .env("HOME", "/nonexistent")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
-        s
-    });
-    let mut status = 0;
-    // SAFETY: wait4 on our own child with a zeroed rusage we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    assert_eq!(rc, pid, "wait4");
-    let code = std::process::ExitStatus::from_raw(status)
-        .code()
-        .unwrap_or(-1);
-    (code, reader.join().unwrap(), ru.ru_maxrss)
+        .run();
+    let text = std::fs::read_to_string(f.path()).unwrap();
+    let kib = text
+        .lines()
+        .filter_map(|l| l.trim().parse::<i64>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time: {text:?}"));
+    (out.code, out.stdout, kib)
 }
 
 /// Issue 16: every file input of every node check given `/dev/zero` (an endless source; before,
@@ -914,6 +914,9 @@ fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
 /// wrong, within -t, with the worker's peak RSS at most 64 MiB.
 #[test]
 fn dev_zero_inputs_stay_within_64_mib() {
+    if !e2e::need_tool("dev_zero_inputs_stay_within_64_mib", "/usr/bin/time") {
+        return;
+    }
     const LIMIT_KIB: i64 = 64 * 1024;
     let mut failed = Vec::new();
     for &(bin_name, name, files, _) in NODE_CHECKS {
@@ -1943,8 +1946,9 @@ impl Drop for DStateScenario<'_> {
 /// Issue 16: a probe stuck in uninterruptible I/O cannot be killed; ten runs against such a
 /// device must not leave ten stuck tasks. The device: a loop device over a file on a FUSE
 /// (bindfs) mount whose daemon is then SIGSTOPped, ext4 on it, mounted at a kubelet pod volume
-/// path in a private mount namespace; the page cache dropped so that the probe's readdir needs
-/// the device (its thread then waits in D state, which no signal ends). Five runs of each mount
+/// path in a private mount namespace; the journal flushed (a remount read-only and back: jbd2 no
+/// longer pins the directory blocks) and the page cache dropped, so that the probe's readdir needs
+/// the device (its thread then waits in D state in ext4_read_bh, which no signal ends). Five runs of each mount
 /// check share one run directory: afterwards at most one probe task of ours is stuck, and the
 /// later runs say "still hung since" instead of probing.
 #[test]
@@ -1969,7 +1973,8 @@ fn d_state_probes_do_not_pile_up() {
     let out = ns.sh(&format!(
         "truncate -s 64M '{img}' && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 '{img}' && \
          L=$(losetup -f --show '{img}') && mount -o noatime \"$L\" '{mp}' && \
-         mkdir '{mp}/data' && for i in $(seq 200); do echo $i > '{mp}/data/f'$i; done && sync && echo \"$L\"",
+         mkdir '{mp}/data' && for i in $(seq 200); do echo $i > '{mp}/data/f'$i; done && sync && \
+         mount -o remount,ro '{mp}' && mount -o remount,rw '{mp}' && echo \"$L\"",
         img = img.display(),
         mp = mp.display()
     ));

@@ -271,15 +271,28 @@ pub fn selected(m: &CsiMount, id: &Identity, include: &[Regex], exclude: &[Regex
 // ---- gather --------------------------------------------------------------------------------
 
 fn read_input(path: &Path, what: &str) -> Result<String, Unknown> {
+    // The same cap as every JSON input (kube::JSON_FILE_MAX): read one byte past it at most.
+    let max = kube::JSON_FILE_MAX;
     let mut buf = Vec::new();
-    if path == Path::new("-") {
+    let shown = if path == Path::new("-") {
         std::io::stdin()
+            .lock()
+            .take(max + 1)
             .read_to_end(&mut buf)
             .map_err(|e| format!("{what} -: cannot read stdin: {}", node::errtext(&e)))?;
+        "-".to_string()
     } else {
-        // A path the caller named: read with the caller's privilege.
-        buf = node::privilege::read(path)
+        // A path the caller named: opened with the caller's privilege.
+        node::privilege::open(path)
+            .and_then(|f| f.take(max + 1).read_to_end(&mut buf))
             .map_err(|e| format!("{what} {}: {}", path.display(), node::errtext(&e)))?;
+        path.display().to_string()
+    };
+    if buf.len() as u64 > max {
+        return Err(Unknown(format!(
+            "{what} {shown} is larger than {} (the cap of a JSON input): not read",
+            plugin::fmt_bytes(max)
+        )));
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }

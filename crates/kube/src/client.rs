@@ -16,10 +16,11 @@ pub const DEFAULT_LIMIT: u32 = 500;
 /// Bytes of an error body read to explain the failure.
 const ERROR_BODY_MAX: u64 = 64 * 1024;
 
-/// The cap of one answer (one page of a list, or one object): 500 pods of a busy node are a few
-/// MiB, so this is only reached by a server that ignores `limit`. Items are parsed one at a time,
-/// so what one page costs in memory is one item plus what the caller keeps.
-pub const PAGE_MAX: u64 = 64 << 20;
+/// The cap of one answer (one page of a list, or one object): a page of 500 pods with their
+/// managed fields is about 10 MiB, so this is only reached by a server that ignores `limit`.
+/// Items are parsed one at a time, so what one page costs in memory is one item plus what the
+/// caller keeps.
+pub const PAGE_MAX: u64 = 32 << 20;
 
 /// The cap of a whole list, all pages together (a 150 000-pod cluster lists in well under this).
 pub const LIST_MAX: u64 = 1 << 30;

@@ -204,9 +204,16 @@ impl StateDir {
                 crate::errtext(&e)
             )
         })?;
+        if md.is_dir() {
+            return Err(format!(
+                "cannot read state file {}: {}",
+                shown.display(),
+                crate::errtext(&std::io::Error::from_raw_os_error(libc::EISDIR))
+            ));
+        }
         if !md.is_file() {
             return Err(format!(
-                "state file {} is not a regular file: ignored",
+                "cannot read state file {}: not a regular file",
                 shown.display()
             ));
         }
