@@ -1,4 +1,5 @@
-# make                      build the static release binaries
+# make                      build the static release binaries (./build-static: musl, installing the
+#                           target with rustup when it can, else static glibc; it says which)
 # make install              install them where NRPE looks, and the checks' run directory
 # make install-caps         then give the privileged checks their file capabilities
 #   PLUGINDIR=/usr/lib/nagios/plugins (default; /usr/lib64/nagios/plugins on RHEL-likes)
@@ -11,6 +12,8 @@
 # root:root 0755. The checks refuse to run with more privilege than their real user unless that
 # user is root or in the group owning the binary. The capabilities are applied by install-caps
 # (a capability is lost whenever the file is replaced or chowned: run it after every install).
+# make deb                  Debian package (packaging/mkdeb; plain dpkg-deb), in target/packages/
+# make dist                 release tarball + .sha256 for the Ansible role (packaging/mkdist)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
 AGENT_USER ?= nagios
@@ -24,11 +27,12 @@ PRIVILEGED := check_ro_pvc_mounts check_stale_csi_mounts check_storage_kernel_er
 CAPS_check_ro_pvc_mounts := cap_dac_read_search
 CAPS_check_stale_csi_mounts := cap_dac_read_search
 CAPS_check_storage_kernel_errors := cap_syslog
-BIN := target/$(or $(CARGO_BUILD_TARGET),x86_64-unknown-linux-musl)/release
+# Where ./build-static puts them (evaluated when used, after the build).
+BIN = $(shell ./build-static --print-dir)
 CHECKS := $(notdir $(wildcard crates/check_*))
 
 all:
-	cargo build --release --workspace --bins
+	./build-static >/dev/null
 
 install: all
 	install -d $(DESTDIR)$(PLUGINDIR)
@@ -47,4 +51,10 @@ install: all
 install-caps:
 	$(foreach c,$(filter $(PRIVILEGED),$(CHECKS)),setcap $(CAPS_$(c))=ep $(DESTDIR)$(PLUGINDIR)/$(c) &&) true
 
-.PHONY: all install install-caps
+deb:
+	packaging/mkdeb
+
+dist:
+	packaging/mkdist
+
+.PHONY: all install install-caps deb dist

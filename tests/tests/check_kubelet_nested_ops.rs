@@ -225,9 +225,10 @@ fn a_volume_failing_longer_than_stuck_is_critical() {
     std::fs::write(&p, text).unwrap();
     let out = check().arg("--log-file").arg(&p).run();
     out.assert_status(NAME, 2);
+    // The first line read already had a 16s backoff: the run began before it (#21: "at least").
     assert!(
         out.first_line()
-            .contains("pvc-0badc0de SetUp failing for 12m"),
+            .contains("pvc-0badc0de SetUp failing for at least 12m"),
         "{out:?}"
     );
     assert!(!out.first_line().contains("max backoff"));
@@ -319,6 +320,134 @@ fn state_dir_resumes_files_through_truncation_and_rotation() {
     let out = run();
     out.assert_protocol(NAME);
     assert!(out.stdout.contains("unreadable"), "{out:?}");
+}
+
+/// "Failing for" is the true age (#21): a volume failing since 40 minutes before the first run,
+/// checked with the default 15m window while its log is rotated (the old file deleted, then kept
+/// beside the new one): each run's age is longer than the last and than the window, and the
+/// start stays exact. Without --state-dir, the rotated-away start is unknown: "at least".
+#[test]
+fn age_keeps_growing_across_runs_and_log_rotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("state");
+    let p = dir.path().join("kubelet.log");
+    let err = mount_refs_err(LONGHORN, "pvc-81b676e6", "worker-04");
+    let t1 = now_secs();
+    let start = t1 - 40 * 60;
+    let text: String = schedule(start, t1 - 1)
+        .iter()
+        .map(|&(t, b)| line(Style::Bare, t, "pvc-81b676e6", b, &err) + "\n")
+        .collect();
+    std::fs::write(&p, text).unwrap();
+    let run = |state: bool| {
+        let mut c = check().arg("--log-file").arg(&p).arg("-v");
+        if state {
+            c = c.arg("--state-dir").arg(&st);
+        }
+        c.run()
+    };
+    let age = |out: &Output| out.perf("longest_failing").unwrap();
+    let out = run(true);
+    out.assert_status(NAME, 2);
+    let a1 = age(&out);
+    // The last failure is within one 2m2s backoff of now: 38 to 40 minutes, far past the window.
+    assert!(a1 >= 37.0 * 60.0 && a1 < 40.0 * 60.0, "{out:?}");
+    assert!(
+        out.first_line().contains("failing for 3") && !out.first_line().contains("at least"),
+        "{out:?}"
+    );
+    let wait_past = |t: i64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while now_secs() <= t {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the clock did not move"
+            );
+            std::thread::yield_now();
+        }
+        now_secs()
+    };
+    // Rotated and the old file deleted (rotate + compress elsewhere): the new file holds only
+    // the latest failures, at the maximum backoff.
+    let t2 = wait_past(t1 + 1);
+    std::fs::rename(&p, dir.path().join("kubelet.log.1")).unwrap();
+    std::fs::remove_file(dir.path().join("kubelet.log.1")).unwrap();
+    std::fs::write(
+        &p,
+        line(Style::Bare, t2 - 122, "pvc-81b676e6", 122_000, &err)
+            + "\n"
+            + &line(Style::Bare, t2, "pvc-81b676e6", 122_000, &err)
+            + "\n",
+    )
+    .unwrap();
+    let out = run(true);
+    out.assert_status(NAME, 2);
+    let a2 = age(&out);
+    assert!(a2 > a1, "{a2} after {a1}: {out:?}");
+    assert!(out.stdout.contains("rotated"), "{out:?}");
+    assert!(!out.first_line().contains("at least"), "{out:?}");
+    // The same log without the state: the start was in the deleted file.
+    let out = run(false);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line().contains("failing for at least 2m2s"),
+        "{out:?}"
+    );
+    // Rotated again, the old file kept beside the new one, which gets one more failure.
+    let t3 = wait_past(t2);
+    append(
+        &p,
+        &(line(Style::Bare, t3 - 1, "pvc-81b676e6", 122_000, &err) + "\n"),
+    );
+    std::fs::rename(&p, dir.path().join("kubelet.log.1")).unwrap();
+    std::fs::write(
+        &p,
+        line(Style::Bare, t3, "pvc-81b676e6", 122_000, &err) + "\n",
+    )
+    .unwrap();
+    let out = run(true);
+    out.assert_status(NAME, 2);
+    let a3 = age(&out);
+    assert!(a3 > a2, "{a3} after {a2}: {out:?}");
+    assert_eq!(a3, (t3 - start) as f64, "{out:?}");
+    assert_eq!(candidates(&out), 2, "{out:?}");
+}
+
+/// The paths to unmount survive (#21): a ≥ 1.24 kubelet's GetDeviceMountRefs error (staging path
+/// under the sha256 of the volume handle, two pods' references) is longer than any cut, and the
+/// output keeps the device mount path and every reference.
+#[test]
+fn get_device_mount_refs_references_survive_in_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = now_secs();
+    let pv = "pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+    let staging = format!(
+        "/var/lib/kubelet/plugins/kubernetes.io/csi/{LONGHORN}/{}/globalmount",
+        e2e::sha256_hex(pv)
+    );
+    let refs = [
+        format!("/var/lib/kubelet/pods/0d6a3b1e-6f2c-4e8a-9d1b-2b7c4f5e6a7b/volumes/kubernetes.io~csi/{pv}/mount"),
+        format!("/var/lib/kubelet/pods/7e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b/volumes/kubernetes.io~csi/{pv}/mount"),
+    ];
+    let err = format!(
+        "GetDeviceMountRefs check failed for volume \"{pv}\" (UniqueName: \"kubernetes.io/csi/{LONGHORN}^{pv}\") on node \"worker-04\" : the device mount path \"{staging}\" is still mounted by other references [{}]",
+        refs.join(" ")
+    );
+    assert!(err.len() > 500);
+    let text: String = schedule(now - 5 * 60, now - 1)
+        .iter()
+        .map(|&(t, b)| line(Style::Bare, t, pv, b, &err) + "\n")
+        .collect();
+    let p = dir.path().join("kubelet.log");
+    std::fs::write(&p, text).unwrap();
+    for args in [&[][..], &["--format", "json"][..]] {
+        let out = check().arg("--log-file").arg(&p).args(args).run();
+        assert_eq!(out.code, 2, "{out:?}");
+        for r in &refs {
+            assert!(out.stdout.contains(r.as_str()), "{r} missing: {out:?}");
+        }
+        assert!(out.stdout.contains(&staging), "{out:?}");
+    }
 }
 
 fn need_journal_remote(test: &str) -> bool {

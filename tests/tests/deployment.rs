@@ -1449,6 +1449,8 @@ fn rbac_grants_only_what_the_checks_read() {
     granted.sort();
     let want: Vec<(String, String)> = [
         ("", "events"),
+        // The stuck-pod checks prove a node without pods exists (kube::nodes).
+        ("", "nodes"),
         ("", "persistentvolumes"),
         ("", "pods"),
         ("events.k8s.io", "events"),

@@ -378,3 +378,134 @@ fn a_mistyped_kubelet_root_is_unknown_not_no_pv_mounts() {
         "{out:?}"
     );
 }
+
+/// #21: a ReadOnlyMany volume as a CSI driver lays it out — staged read-only at the superblock
+/// (`mount -o ro`), bound into the pod with read-write per-mount flags — with no error recorded
+/// is not the kernel's remount: WARNING without the API (saying what is known), OK when the PV's
+/// access modes say ReadOnlyMany, CRITICAL when they say ReadWriteOnce. Beside it, the real
+/// kernel remount (ext4's error path) stays CRITICAL.
+#[test]
+fn rox_read_only_superblock_without_an_error_is_not_critical() {
+    let test = "rox_read_only_superblock_without_an_error_is_not_critical";
+    if !need_root(test) {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let ns = Ns::new();
+    // The ROX volume: staging mount `ro` (superblock and mount read-only), the pod's bind made
+    // read-write per mount, as a driver that binds without `ro` leaves it.
+    let handle = "pvc-rox-handle";
+    let staging = tree.staging_mount("jiva.csi.openebs.io", handle, &e2e::sha256_hex(handle));
+    let dev = ns.loop_fs(
+        &work.path().join("rox.img"),
+        64,
+        "mkfs.ext4 -q -F",
+        "ro",
+        &staging,
+    );
+    let dev = dev.trim_start_matches("/dev/").to_string();
+    let publish = tree.pod_csi_mount("5b5b0000", "pvc-rox", "jiva.csi.openebs.io");
+    ns.sh(&format!(
+        "mount --bind '{s}' '{p}' && mount -o remount,bind,rw '{p}'",
+        s = staging.display(),
+        p = publish.display()
+    ));
+    // What the kernel shows: the superblock read-only, the pod's mount read-write, no error.
+    let mi = ns.sh(&format!(
+        "grep ' {} ' /proc/self/mountinfo",
+        publish.display()
+    ));
+    let fields: Vec<&str> = mi.stdout.split_whitespace().collect();
+    assert!(fields[5].split(',').any(|o| o == "rw"), "{mi:?}");
+    assert!(
+        mi.stdout.trim_end().ends_with(" ro") || mi.stdout.contains(" ro,"),
+        "{mi:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("/sys/fs/ext4/{dev}/errors_count"))
+            .unwrap()
+            .trim(),
+        "0"
+    );
+    let out = check(&ns, &tree);
+    out.assert_status(NAME, 1);
+    assert!(
+        out.first_line().contains(
+            "1 of 1 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-rox"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("no ext4 error recorded (errors_count 0), no emergency_ro"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("remounted it read-only"), "{out:?}");
+    assert_eq!(out.perf("ro_volumes"), Some(0.0));
+
+    // The PV's access modes tell intent from failure.
+    let pvs = |modes: &str| {
+        let p = work.path().join(format!("pvs-{modes}.json"));
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{"apiVersion":"v1","kind":"PersistentVolumeList","items":[{{"metadata":{{"name":"pvc-rox"}},"spec":{{"accessModes":["{modes}"],"claimRef":{{"namespace":"media","name":"library"}},"csi":{{"driver":"jiva.csi.openebs.io","volumeHandle":"{handle}"}}}},"status":{{"phase":"Bound"}}}}]}}"#
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let with = |p: &Path| {
+        ns.check("check_ro_pvc_mounts")
+            .args([
+                "--kubelet-root",
+                tree.root.to_str().unwrap(),
+                "-t",
+                "20",
+                "-v",
+            ])
+            .arg("--pvs-json")
+            .arg(p)
+            .run()
+    };
+    let out = with(&pvs("ReadOnlyMany"));
+    out.assert_status(NAME, 0);
+    assert!(out.stdout.contains("is read-only on purpose"), "{out:?}");
+    let out = with(&pvs("ReadWriteOnce"));
+    out.assert_status(NAME, 2);
+    assert!(out.stdout.contains("it is meant to be written"), "{out:?}");
+
+    // The real kernel remount beside it: ext4's error path on a read-write volume.
+    let dev2 = pv(
+        &ns,
+        &tree,
+        work.path(),
+        "pvc-a634b9a3",
+        "8e1f6a2c",
+        "mkfs.ext4 -q -F",
+        "errors=remount-ro",
+        false,
+    );
+    std::fs::write(
+        format!("/sys/fs/ext4/{dev2}/trigger_fs_error"),
+        "k8s-storage-checks test",
+    )
+    .unwrap();
+    let out = check(&ns, &tree);
+    out.assert_status(NAME, 2);
+    assert!(
+        out.first_line()
+            .contains("1 of 2 PV filesystems read-only: pvc-a634b9a3"),
+        "{out:?}"
+    );
+    assert_eq!(out.perf("ro_volumes"), Some(1.0));
+    let rox = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("pvc-rox"))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(rox.starts_with("[WARNING] pvc-rox "), "{rox}");
+    // The next step follows the critical finding, paste-safe.
+    assert!(out.stdout.contains("next: `kubectl cordon "), "{out:?}");
+}

@@ -22,8 +22,19 @@ pub const REPLICA_LABELS: &[(&str, &str)] = &[
     ("openebs.io/component", "jiva-replica"),
     ("openebs.io/replica", "jiva-replica"),
 ];
+/// Labels that mark a Jiva controller (the iSCSI target of the volume): jiva-operator and legacy.
+pub const CONTROLLER_LABELS: &[(&str, &str)] = &[
+    ("openebs.io/component", "jiva-controller"),
+    ("openebs.io/controller", "jiva-controller"),
+];
 /// The label naming a replica's PV.
 pub const PV_LABEL: &str = "openebs.io/persistent-volume";
+/// The claim's name (without its namespace) on legacy (maya) pods.
+pub const PVC_LABEL: &str = "openebs.io/persistent-volume-claim";
+/// `<pv>-jiva-ctrl-<hash>-<id>`: jiva-operator's controller Deployment pods.
+pub const CSI_CTRL_NAME: &str = r"^(?P<pv>.+)-jiva-ctrl-[a-z0-9]{5,10}-[a-z0-9]{5}$";
+/// `<pv>-ctrl-<hash>-<id>`: legacy controller Deployment pods.
+pub const LEGACY_CTRL_NAME: &str = r"^(?P<pv>.+)-ctrl-[a-z0-9]{5,10}-[a-z0-9]{5}$";
 /// `<pv>-jiva-rep-<N>`: jiva-operator StatefulSet pods.
 pub const CSI_NAME: &str = r"^(?P<pv>.+)-jiva-rep-(?P<n>\d+)$";
 /// `<pv>-rep-<N>-<hash>[-<id>]` (one Deployment per replica, maya ≥ 1.10) and
@@ -35,10 +46,15 @@ pub const LEGACY_NAME: &str = r"^(?P<pv>.+)-rep-(?:(?P<n>\d+)-)?[a-z0-9]{5,10}(?
     name = "check_jiva_rep_crashloop",
     version,
     about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy",
+    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-wide check reads nothing of the host, so it changes nothing)")),
     long_about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy.\n\n\
 Replicas are the pods in --namespace labelled openebs.io/component=jiva-replica (jiva-operator) or \
 openebs.io/replica=jiva-replica (legacy), or named <pv>-jiva-rep-<N> (StatefulSet) or \
-<pv>-rep-[<N>-]<hash>[-<id>] (legacy Deployments). --selector and --name-regex add other workloads.\n\n\
+<pv>-rep-[<N>-]<hash>[-<id>] (legacy Deployments). --selector and --name-regex add other workloads. \
+Controllers (the volume's iSCSI target: openebs.io/component=jiva-controller, \
+openebs.io/controller=jiva-controller, <pv>-jiva-ctrl-… or <pv>-ctrl-…) are judged like replicas: \
+a crash-looping target is as bad as a crash-looping replica. Findings name the claim \
+(namespace/pvc, from the PersistentVolumes' claimRef: API or --pvs-json).\n\n\
 A replica is crash-looping when a container waits in CrashLoopBackOff, or restarted more than -w \
 times with the last restart within --restart-window. That is WARNING, and CRITICAL once unhealthy \
 longer than --critical-after or restarted more than -c times. Replicas are grouped by PV (label \
@@ -49,30 +65,37 @@ pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Restart count above which a replica whose last restart was within --restart-window counts as crash-looping
+    /// Restart-count range: a replica whose count is outside it (default: above 3) and whose
+    /// last restart was within --restart-window counts as crash-looping (full range grammar: `3:`,
+    /// `@0:2`, `-w -10:-2`)
     #[arg(
         short = 'w',
         long = "warning",
-        value_name = "RESTARTS",
-        default_value = "3"
+        value_name = "RANGE",
+        default_value = "3",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
-    pub warning: u32,
+    pub warning: Range,
 
-    /// Critical when a crash-looping replica restarted more than this many times
+    /// Restart-count range: CRITICAL when a crash-looping replica's count is outside it (default:
+    /// above 10)
     #[arg(
         short = 'c',
         long = "critical",
-        value_name = "RESTARTS",
-        default_value = "10"
+        value_name = "RANGE",
+        default_value = "10",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
-    pub critical: u32,
+    pub critical: Range,
 
     /// Critical when a replica has been unhealthy (not Ready) longer than this
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = plugin::args::duration)]
     pub critical_after: Duration,
 
     /// How recent the last restart must be for -w to count it
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = plugin::args::duration)]
     pub restart_window: Duration,
 
     /// Namespace of the replicas (repeatable)
@@ -84,31 +107,27 @@ pub struct Opts {
     pub selector: Option<Selector>,
 
     /// Also watch pods whose name matches this regex; a (?P<pv>…) group names the volume
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
     pub name_regex: Option<Regex>,
 
     #[command(flatten)]
     pub api: ApiArgs,
 
-    /// Accepted in container mode like every check's (this cluster-wide check reads nothing of
-    /// the host, so it changes nothing)
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<std::path::PathBuf>,
+    /// `--host-root`: accepted in container mode like every check's (this cluster-wide check
+    /// reads nothing of the host, so it changes nothing).
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
+
+    #[command(flatten)]
+    pub pvs: kube::PvsJsonArg,
 }
 
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
 fn parse_selector(s: &str) -> Result<Selector, String> {
     Selector::parse(s)
 }
-fn parse_regex(s: &str) -> Result<Regex, String> {
-    Regex::new(s).map_err(|e| format!("invalid regex: {e}"))
-}
-
 /// One replica as `evaluate` sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replica {
@@ -117,6 +136,10 @@ pub struct Replica {
     pub node: String,
     /// The PV it serves, when known.
     pub pv: Option<String>,
+    /// The volume's controller (iSCSI target), not a replica.
+    pub controller: bool,
+    /// The claim (`namespace/pvc`, or the bare name of a legacy label), when known.
+    pub claim: Option<String>,
     /// Running, not being deleted, every container ready.
     pub ready: bool,
     pub phase: String,
@@ -130,6 +153,28 @@ pub struct Replica {
     pub last_exit: Option<(i32, String, Option<Time>)>,
     /// When the pod last became not Ready (Ready=False transition).
     pub not_ready_since: Option<Time>,
+}
+
+/// A controller: (pv from its label or name).
+fn match_controller(p: &Pod) -> Option<Option<String>> {
+    let labels = &p.metadata.labels;
+    let by_label = CONTROLLER_LABELS
+        .iter()
+        .any(|(k, v)| labels.get(*k).map(|s| s.as_str()) == Some(*v));
+    let by_name = [&*CSI_CTRL_RE, &*LEGACY_CTRL_RE]
+        .into_iter()
+        .find_map(|re| re.captures(&p.metadata.name))
+        .and_then(|c| c.name("pv").map(|m| m.as_str().to_string()));
+    // By name only with Jiva's labels (`<x>-ctrl-<hash>-<id>` is a common Deployment pod name).
+    let jiva = labels.get("openebs.io/cas-type").map(|s| s.as_str()) == Some("jiva")
+        || labels.contains_key(PV_LABEL);
+    (by_label || (by_name.is_some() && jiva)).then(|| {
+        labels
+            .get(PV_LABEL)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or(by_name)
+    })
 }
 
 /// How a replica was recognised.
@@ -167,10 +212,17 @@ static CSI_RE: std::sync::LazyLock<Regex> =
     std::sync::LazyLock::new(|| Regex::new(CSI_NAME).unwrap());
 static LEGACY_RE: std::sync::LazyLock<Regex> =
     std::sync::LazyLock::new(|| Regex::new(LEGACY_NAME).unwrap());
+static CSI_CTRL_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(CSI_CTRL_NAME).unwrap());
+static LEGACY_CTRL_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(LEGACY_CTRL_NAME).unwrap());
 
 /// Reduce a pod to a [`Replica`] if it is one.
 pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
-    let pv = match_replica(p, o)?;
+    let (pv, controller) = match match_controller(p) {
+        Some(pv) => (pv, true),
+        None => (match_replica(p, o)?, false),
+    };
     let statuses: Vec<_> = p.all_container_statuses().collect();
     let worst = statuses.iter().max_by_key(|c| c.restart_count);
     let backoff = statuses.iter().any(|c| {
@@ -187,6 +239,13 @@ pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
         name: p.metadata.name.clone(),
         node: p.spec.node_name.clone().unwrap_or_default(),
         pv,
+        controller,
+        claim: p
+            .metadata
+            .labels
+            .get(PVC_LABEL)
+            .filter(|c| !c.is_empty())
+            .cloned(),
         ready: p.status.phase == "Running"
             && p.metadata.deletion_timestamp.is_none()
             && regular_ready
@@ -213,6 +272,19 @@ pub struct Data {
     pub replicas: Vec<Replica>,
     /// "in namespace openebs".
     pub scope: String,
+    /// PV → `namespace/pvc` (the PVs' claimRef).
+    pub claims: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
+impl Data {
+    /// A volume as the other checks name it: `PVC media/config (pvc-…)`, else the PV.
+    pub fn volume_name(&self, pv: &str, label_claim: Option<&str>) -> String {
+        match self.claims.get(pv).map(String::as_str).or(label_claim) {
+            Some(c) => format!("PVC {c} ({pv})"),
+            None => pv.to_string(),
+        }
+    }
 }
 
 fn dur(s: i64) -> String {
@@ -223,13 +295,13 @@ fn dur(s: i64) -> String {
 pub fn judge(r: &Replica, o: &Opts, now: Time) -> (Status, Option<i64>) {
     let last_exit_at = r.last_exit.as_ref().and_then(|e| e.2);
     let recent_restart = last_exit_at.is_some_and(|t| now - t <= o.restart_window.as_secs() as i64);
-    let crashlooping = r.backoff || (r.restarts > o.warning as i64 && recent_restart);
+    let crashlooping = r.backoff || (o.warning.alerts(r.restarts as f64) && recent_restart);
     if !crashlooping {
         return (Status::Ok, None);
     }
     let since = r.not_ready_since.or(last_exit_at);
     let unhealthy = since.map(|t| (now - t).max(0));
-    let critical = r.restarts > o.critical as i64
+    let critical = o.critical.alerts(r.restarts as f64)
         || unhealthy.is_some_and(|u| u > o.critical_after.as_secs() as i64);
     (
         if critical {
@@ -249,13 +321,23 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
     let mut max_restarts = 0;
     // pv -> (total, healthy, names of unhealthy)
     let mut volumes: BTreeMap<&str, (usize, usize, Vec<String>)> = BTreeMap::new();
+    // pv -> the claim a legacy pod's label names
+    let mut label_claims: BTreeMap<&str, &str> = BTreeMap::new();
     let mut status = Status::Ok;
+    for r in &d.replicas {
+        if let (Some(pv), Some(c)) = (&r.pv, &r.claim) {
+            label_claims.insert(pv, c);
+        }
+    }
     for r in &d.replicas {
         max_restarts = max_restarts.max(r.restarts);
         let (s, unhealthy) = judge(r, o, now);
         let healthy = r.ready && s == Status::Ok;
-        if let Some(pv) = &r.pv {
-            let v = volumes.entry(pv.as_str()).or_default();
+        let vol_name =
+            r.pv.as_deref()
+                .map(|pv| d.volume_name(pv, label_claims.get(pv).copied()));
+        if let Some(pv) = r.pv.as_deref().filter(|_| !r.controller) {
+            let v = volumes.entry(pv).or_default();
             v.0 += 1;
             if healthy {
                 v.1 += 1;
@@ -299,7 +381,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             crashlooping += 1;
             status = status.worst(s);
             summary_parts.push(format!(
-                "{} crash-looping ({} restarts{})",
+                "{}{} crash-looping ({} restarts{})",
+                if r.controller { "controller " } else { "" },
                 r.name,
                 r.restarts,
                 unhealthy
@@ -307,7 +390,38 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                     .unwrap_or_default()
             ));
         }
-        findings.push(Finding::new(s, text));
+        if let Some(v) = &vol_name {
+            text.push_str(&format!(
+                "; {} of {v}",
+                if r.controller {
+                    "controller (iSCSI target)"
+                } else {
+                    "replica"
+                }
+            ));
+        }
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "replica_ok"
+            } else if r.controller {
+                "controller_crashloop"
+            } else {
+                "crashloop"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(r.node.as_str())
+                    .namespace(r.namespace.as_str())
+                    .pod(r.name.as_str())
+                    .maybe(plugin::Subject::pv, r.pv.as_deref()),
+            );
+        if s != Status::Ok && r.controller {
+            f = f.detail(
+                "the controller is the volume's iSCSI target: while it restarts the volume's I/O \
+                 fails whatever the replicas' state",
+            );
+        }
+        findings.push(f);
     }
     let mut degraded = 0;
     for (pv, (n, h, bad)) in &volumes {
@@ -326,11 +440,25 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         } else {
             "degraded redundancy"
         };
-        summary_parts.push(format!("{pv}: {h}/{n} replicas healthy"));
+        let name = d.volume_name(pv, label_claims.get(pv).copied());
+        summary_parts.push(format!("{name}: {h}/{n} replicas healthy"));
         findings.push(
-            Finding::new(s, format!("{pv}: {h}/{n} replicas healthy ({what})"))
+            Finding::new(s, format!("{name}: {h}/{n} replicas healthy ({what})"))
+                .signal(if s == Status::Critical {
+                    "no_healthy_majority"
+                } else {
+                    "degraded_redundancy"
+                })
+                .subject(plugin::Subject::new().pv(*pv))
                 .detail(format!("unhealthy: {}", bad.join(", "))),
         );
+    }
+    if d.replicas.is_empty() {
+        // Nothing seen is no proof of health: a wrong namespace or selector looks the same.
+        return Report::unknown(format!(
+            "no Jiva replicas found {} (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex",
+            d.scope
+        ));
     }
     let summary = if summary_parts.is_empty() {
         if d.replicas.is_empty() {
@@ -346,12 +474,10 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
     } else {
         summary_parts.join("; ")
     };
-    let th = Thresholds::new(
-        Some(Range::above(o.warning as f64)),
-        Some(Range::above(o.critical as f64)),
-    );
+    let th = Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()));
     let zero = Range::above(0.0);
     let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
         .perf(Perfdata::new("replicas", d.replicas.len() as f64).min(0.0))
         .perf(
             Perfdata::new("crashlooping", crashlooping as f64)
@@ -370,6 +496,9 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         );
     for f in findings {
         r = r.finding(f);
+    }
+    for n in &d.notes {
+        r = r.note(n.clone());
     }
     r.sort_findings();
     r
@@ -406,12 +535,40 @@ impl Opts {
                     client.server()
                 ));
                 client.list_pods(&filter, &mut take)?;
+                // The claims of the replicas' volumes: one paged list of PVs. A failure (RBAC
+                // without `list persistentvolumes`) leaves the PV names, with a note.
+                if d.replicas.iter().any(|r| r.pv.is_some()) {
+                    ctx.stage(format!(
+                        "listing PersistentVolumes from {}",
+                        client.server()
+                    ));
+                    let mut claims = BTreeMap::new();
+                    match client.list_pvs(|pv| add_claim(&mut claims, &pv)) {
+                        Ok(_) => d.claims = claims,
+                        Err(e) => d.notes.push(format!("PVC names not resolved: {}", e.0)),
+                    }
+                }
                 for line in client.requests() {
                     ctx.debug(line);
                 }
             }
         }
+        if let Some(path) = &self.pvs.pvs_json {
+            ctx.stage(format!("reading {}", path.display()));
+            let mut claims = BTreeMap::new();
+            kube::load_pvs_json(path, |pv| add_claim(&mut claims, &pv))?;
+            d.claims = claims;
+        }
         Ok(d)
+    }
+}
+
+fn add_claim(claims: &mut BTreeMap<String, String>, pv: &kube::PersistentVolume) {
+    if let Some(c) = pv.spec.claim_ref.as_ref().filter(|c| !c.name.is_empty()) {
+        claims.insert(
+            pv.metadata.name.clone(),
+            format!("{}/{}", c.namespace, c.name),
+        );
     }
 }
 
@@ -422,7 +579,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.pods.reads_stdin()
+        self.pods.reads_stdin() || self.pvs.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let d = self.gather(ctx)?;
@@ -495,6 +652,7 @@ mod tests {
         Data {
             replicas: pods.iter().filter_map(|p| replica_of(p, o)).collect(),
             scope: "in namespace openebs".into(),
+            ..Default::default()
         }
     }
 
@@ -526,6 +684,79 @@ mod tests {
         assert!(r.findings[0].text.contains(&format!("openebs/{PV}-jiva-rep-1 on k8s03: CrashLoopBackOff, 92 restarts, unhealthy 14d, last exit 1 (Error) 2m ago")), "{:?}", r.findings);
         let vol = r.findings.iter().find(|f| f.text.starts_with(PV)).unwrap();
         assert_eq!(vol.status, Status::Warning, "2/3 is degraded, not lost");
+    }
+
+    /// A crash-looping controller (the volume's iSCSI target) pages like a replica, is not
+    /// counted among the replicas, and every finding names the claim (#21).
+    #[test]
+    fn a_crashlooping_controller_is_as_bad_as_a_replica_and_findings_name_the_pvc() {
+        let o = opts(&[]);
+        let ctrl_labels = format!(
+            r#""openebs.io/component":"jiva-controller","openebs.io/persistent-volume":"{PV}","openebs.io/cas-type":"jiva""#
+        );
+        let pods = [
+            pod(
+                &format!("{PV}-jiva-ctrl-7d9f8c6b5-x2k4p"),
+                &ctrl_labels,
+                Some((40, 3 * 3600)),
+            ),
+            pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+            pod(&format!("{PV}-jiva-rep-1"), &csi_labels(), None),
+            pod(&format!("{PV}-jiva-rep-2"), &csi_labels(), None),
+        ];
+        let mut d = data(&pods, &o);
+        assert!(d.replicas[0].controller && !d.replicas[1].controller);
+        d.claims.insert(PV.into(), "media/config-seerr-0".into());
+        let r = evaluate(&d, &o, now());
+        assert_eq!(r.status, Status::Critical);
+        assert!(
+            r.summary.starts_with(&format!(
+                "controller {PV}-jiva-ctrl-7d9f8c6b5-x2k4p crash-looping (40 restarts"
+            )),
+            "{}",
+            r.summary
+        );
+        let ctrl = &r.findings[0];
+        assert!(
+            ctrl.text.contains(&format!(
+                "controller (iSCSI target) of PVC media/config-seerr-0 ({PV})"
+            )),
+            "{ctrl:?}"
+        );
+        assert!(ctrl.details[0].contains("iSCSI target"));
+        // The three replicas are healthy: no degraded-volume finding.
+        assert_eq!(r.perfdata[3].render(), "degraded_volumes=0;0;;0");
+        // By name alone with Jiva labels (legacy controller), and not a random `-ctrl-` pod.
+        let legacy = pod(
+            &format!("{PV}-ctrl-5d8f9c7b6d-abcde"),
+            &format!(
+                r#""openebs.io/persistent-volume":"{PV}","openebs.io/persistent-volume-claim":"config-seerr-0""#
+            ),
+            None,
+        );
+        let rep = replica_of(&legacy, &o).unwrap();
+        assert!(rep.controller);
+        assert_eq!(rep.claim.as_deref(), Some("config-seerr-0"));
+        assert!(replica_of(&pod("ingress-ctrl-5d8f9c7b6d-abcde", "", None), &o).is_none());
+        // A degraded volume is named by its claim too.
+        let pods = [
+            pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+            pod(
+                &format!("{PV}-jiva-rep-1"),
+                &csi_labels(),
+                Some((92, 14 * 86400)),
+            ),
+        ];
+        let mut d = data(&pods, &o);
+        d.claims.insert(PV.into(), "media/config-seerr-0".into());
+        let r = evaluate(&d, &o, now());
+        assert!(
+            r.summary.contains(&format!(
+                "PVC media/config-seerr-0 ({PV}): 1/2 replicas healthy"
+            )),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]
@@ -652,7 +883,7 @@ mod tests {
         let r = evaluate(&data(&[], &o), &o, now());
         assert_eq!(
             (r.status, r.summary.as_str()),
-            (Status::Ok, "no Jiva replicas found in namespace openebs")
+            (Status::Unknown, "no Jiva replicas found in namespace openebs (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex")
         );
     }
 

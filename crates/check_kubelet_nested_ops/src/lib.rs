@@ -6,7 +6,7 @@
 pub mod parse;
 
 use clap::Parser;
-use node::logs::{files, journal, scan, state, time};
+use node::logs::{files, journal, scan, state, time, wrap};
 use parse::Failure;
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
@@ -38,6 +38,9 @@ Reads the kubelet's log (journal or files) for failed volume operations: the
 NestedPendingOperations lines 'Operation for ... failed. No retries permitted until ...
 (durationBeforeRetry ...). Error: ...' (MountDevice, UnmountDevice/GetDeviceMountRefs, SetUp,
 TearDown, Attach...). One stuck operation blocks every pod needing that volume on the node.
+A kubelet run in a container logs through its runtime: Docker json-file lines
+(/var/lib/docker/containers/<id>/<id>-json.log) and CRI lines (/var/log/pods/<ns>_<pod>_<uid>/
+<container>/0.log, 'P' partial records joined with the next) are unwrapped per line.
 
 WARNING: a volume operation failed within --window.
 CRITICAL: a volume has kept failing for longer than --stuck, or its retry backoff sits at the
@@ -52,7 +55,8 @@ written atomically), so a big log is read once, and the failures of the window a
     name = "check_kubelet_nested_ops",
     version,
     about = "Alert on kubelet volume operations stuck in exponential backoff",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and klog/syslog local times are in the host zone (<DIR>/etc/localtime)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -72,40 +76,40 @@ pub struct Opts {
     #[arg(long, value_name = "PATH", default_value = "journalctl")]
     pub journalctl: PathBuf,
 
-    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`
+    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`, a Docker
+    /// json-file log (/var/lib/docker/containers/<id>/<id>-json.log) or a CRI log
+    /// (/var/log/pods/<ns>_<pod>_<uid>/kubelet/0.log)
     #[arg(long = "log-file", value_name = "PATH")]
     pub log_file: Vec<PathBuf>,
 
     /// Only failures of the last DURATION count
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = plugin::args::duration)]
     pub window: Duration,
 
     /// CRITICAL when a volume has kept failing for longer than this
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration)]
     pub stuck: Duration,
 
     /// Keep the read position (journal cursor, file inode+offset) and recent failures here
     #[arg(long = "state-dir", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal)
-    #[arg(long = "host-root", value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
+
+    /// Time zone of klog/syslog headers (local time without a zone): UTC, +08:00, an IANA name
+    /// (Europe/Berlin) or a TZif file [default: the host's zone: TZ and /etc/localtime, or
+    /// <HOST_ROOT>/etc/localtime in container mode]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
 
     /// Warning range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'w', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'w', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub warning: Option<Range>,
 
     /// Critical range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'c', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'c', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub critical: Option<Range>,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse(s).map_err(|e| e.to_string())
 }
 
 /// What one source gave.
@@ -123,6 +127,94 @@ pub struct SourceInfo {
 pub struct Data {
     pub failures: Vec<Failure>,
     pub sources: Vec<SourceInfo>,
+    /// Each volume's run of failures as far back as any line read (this run's and, with
+    /// --state-dir, earlier runs'): what tells the true age past the window and log rotation.
+    pub streaks: Vec<Streak>,
+}
+
+/// The `durationBeforeRetry` of an operation's first failure (pkg/util/goroutinemap/
+/// exponentialbackoff `initialDurationBeforeRetry`): a run that starts with it starts there.
+pub const INITIAL_BACKOFF_MS: u64 = 500;
+
+/// One volume's run of failures: gaps no longer than the backoff + grace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Streak {
+    pub volume: String,
+    /// The first failure seen of the run, and its backoff.
+    pub start: i64,
+    pub start_backoff_ms: u64,
+    /// The last failure seen of the run, and its backoff.
+    pub last: i64,
+    pub last_backoff_ms: u64,
+}
+
+impl Streak {
+    fn of(f: &Failure) -> Streak {
+        Streak {
+            volume: f.volume.clone(),
+            start: f.t,
+            start_backoff_ms: f.backoff_ms,
+            last: f.t,
+            last_backoff_ms: f.backoff_ms,
+        }
+    }
+    /// A failure at `t` continues this run.
+    fn reaches(&self, t: i64) -> bool {
+        t <= self.last + self.last_backoff_ms as i64 + STREAK_GRACE_MS
+    }
+    /// The run is known from its first failure (the kubelet's first backoff), not from where the
+    /// lines read begin.
+    pub fn start_known(&self) -> bool {
+        self.start_backoff_ms <= INITIAL_BACKOFF_MS
+    }
+}
+
+/// Extend the runs of `prev` with `failures` (any order): per volume, the run in progress at its
+/// latest failure (pure). Runs that ended before `since` are dropped.
+pub fn streaks(prev: &[Streak], failures: &[Failure], since: i64, now: i64) -> Vec<Streak> {
+    let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
+    for f in failures {
+        if !state::from_future(f.t, now) {
+            by.entry(f.volume.as_str()).or_default().push(f);
+        }
+    }
+    let mut out: BTreeMap<String, Streak> = prev
+        .iter()
+        .filter(|s| !state::from_future(s.last, now))
+        .map(|s| (s.volume.clone(), s.clone()))
+        .collect();
+    for (vol, mut evs) in by {
+        evs.sort_by_key(|f| f.t);
+        let mut cur = out.remove(vol);
+        for f in evs {
+            cur = Some(match cur {
+                Some(mut s) if f.t >= s.start && s.reaches(f.t) => {
+                    if f.t > s.last {
+                        s.last = f.t;
+                        s.last_backoff_ms = f.backoff_ms;
+                    }
+                    s
+                }
+                // Earlier than the run's start (lines read out of order, another source):
+                // it starts the run earlier when the run reaches back to it.
+                Some(mut s)
+                    if f.t < s.start && f.t + f.backoff_ms as i64 + STREAK_GRACE_MS >= s.start =>
+                {
+                    s.start = f.t;
+                    s.start_backoff_ms = f.backoff_ms;
+                    s
+                }
+                Some(s) if f.t < s.start => s,
+                _ => Streak::of(f),
+            });
+        }
+        if let Some(s) = cur {
+            out.insert(vol.to_string(), s);
+        }
+    }
+    out.into_values()
+        .filter(|s| s.last + s.last_backoff_ms as i64 + STREAK_GRACE_MS >= since)
+        .collect()
 }
 
 /// Evaluation settings.
@@ -160,6 +252,9 @@ pub struct VolumeState {
     pub backoff_ms: u64,
     /// Start of the current run of failures (gaps no longer than backoff + grace).
     pub streak_start: i64,
+    /// The run's start is its first failure (else it began before the first line read: "at
+    /// least").
+    pub start_known: bool,
     /// Still failing now: the last failure is within its backoff + grace.
     pub active: bool,
     pub error: String,
@@ -173,10 +268,43 @@ impl VolumeState {
     pub fn label(&self) -> &str {
         self.pv.as_deref().unwrap_or(&self.volume)
     }
+    /// `12m13s`, or `at least 12m13s` when the run began before the lines read.
+    pub fn failing_for(&self) -> String {
+        let d = fmt_duration(secs(self.failing_for_ms()));
+        if self.start_known {
+            d
+        } else {
+            format!("at least {d}")
+        }
+    }
+
+    /// What the finding is about: the PV, the CSI driver of the kubelet's unique volume name
+    /// (`kubernetes.io/csi/<driver>^<handle>`), and the pod when exactly one is involved.
+    pub fn subject(&self) -> plugin::Subject {
+        let driver = self
+            .volume
+            .strip_prefix("kubernetes.io/csi/")
+            .and_then(|r| r.split_once('^'))
+            .map(|(d, _)| d);
+        let pod = match self.pods.as_slice() {
+            [p] => Some(p.as_str()),
+            _ => None,
+        };
+        plugin::Subject::new()
+            .maybe(plugin::Subject::pv, self.pv.as_deref())
+            .maybe(plugin::Subject::driver, driver)
+            .maybe(plugin::Subject::pod, pod)
+    }
 }
 
-/// Aggregate failures per volume (pure).
-pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState> {
+/// Aggregate failures per volume (pure); `known` runs (from every line read, and kept across
+/// runs) carry a run's start past the lookback.
+pub fn volumes(
+    failures: &[Failure],
+    known: &[Streak],
+    rules: &Rules,
+    now: i64,
+) -> Vec<VolumeState> {
     let lookback = rules.window_ms.max(rules.stuck_ms);
     let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
     for f in failures {
@@ -199,9 +327,18 @@ pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState
             continue;
         }
         let mut streak_start = evs[0].t;
+        let mut start_backoff = evs[0].backoff_ms;
         for w in evs.windows(2) {
             if w[1].t - w[0].t > w[0].backoff_ms as i64 + STREAK_GRACE_MS {
                 streak_start = w[1].t;
+                start_backoff = w[1].backoff_ms;
+            }
+        }
+        // A known run that reaches this one's start began earlier.
+        for k in known.iter().filter(|k| k.volume == vol) {
+            if k.start < streak_start && k.reaches(streak_start) {
+                streak_start = k.start;
+                start_backoff = k.start_backoff_ms;
             }
         }
         let last = *evs.last().expect("non-empty");
@@ -229,6 +366,7 @@ pub fn volumes(failures: &[Failure], rules: &Rules, now: i64) -> Vec<VolumeState
             last: last.t,
             backoff_ms: last.backoff_ms,
             streak_start,
+            start_known: start_backoff <= INITIAL_BACKOFF_MS,
             active,
             error: last.error.clone(),
             status: Status::Warning,
@@ -249,7 +387,7 @@ fn secs(ms: i64) -> Duration {
 
 /// Decide (pure): `now` in epoch ms.
 pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
-    let vols = volumes(&data.failures, rules, now);
+    let vols = volumes(&data.failures, &data.streaks, rules, now);
     let failed_ops: usize = vols.iter().map(|v| v.failures_in_window).sum();
     let max_backoff = vols.iter().map(|v| v.backoff_ms).max().unwrap_or(0);
     let longest = vols.iter().map(|v| v.failing_for_ms()).max().unwrap_or(0);
@@ -271,10 +409,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             .map(|v| {
                 let mut s = format!("{} {}", v.label(), v.ops.join("/"));
                 if v.active && v.failing_for_ms() > 0 {
-                    s.push_str(&format!(
-                        " failing for {}",
-                        fmt_duration(secs(v.failing_for_ms()))
-                    ));
+                    s.push_str(&format!(" failing for {}", v.failing_for()));
                 }
                 if v.backoff_ms >= AT_MAX_MS && v.active {
                     s.push_str(" at max backoff");
@@ -283,7 +418,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             })
             .collect();
         let more = if vols.len() > 3 {
-            format!(" and {} more", vols.len() - 3)
+            format!(" and {} more volumes", vols.len() - 3)
         } else {
             String::new()
         };
@@ -294,7 +429,7 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
             parts.join("; ")
         )
     };
-    let mut report = Report::new(status, summary);
+    let mut report = Report::new(status, summary).unit("volume", "volumes");
     let future = data
         .failures
         .iter()
@@ -336,8 +471,9 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         );
         if v.active {
             text.push_str(&format!(
-                ", failing for {}",
-                fmt_duration(secs(v.failing_for_ms()))
+                ", failing for {} (since {})",
+                v.failing_for(),
+                time::fmt_utc(v.streak_start)
             ));
         } else {
             text.push_str(", not seen failing since");
@@ -345,29 +481,38 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         if !v.pods.is_empty() {
             text.push_str(&format!(", pods {}", v.pods.join(" ")));
         }
-        let mut f =
-            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 300)));
+        let mut f = Finding::new(st, text)
+            .signal(if v.status == Status::Critical {
+                "volume_op_stuck"
+            } else {
+                "volume_op_failing"
+            })
+            .subject(v.subject())
+            .detail(format!("error: {}", parse::shorten(&v.error, 600)));
         if v.pv.is_some() {
             f = f.detail(format!("volume {}", v.volume));
         }
         report = report.finding(f);
     }
     for s in &data.sources {
-        report = report.finding(Finding::new(
-            Status::Ok,
-            format!(
-                "read {}: {} bytes, {} candidate line{}{}",
-                s.name,
-                s.bytes,
-                s.hits,
-                if s.hits == 1 { "" } else { "s" },
-                if s.complete {
-                    ""
-                } else {
-                    " (stopped at the deadline)"
-                }
-            ),
-        ));
+        report = report.finding(
+            Finding::new(
+                Status::Ok,
+                format!(
+                    "read {}: {} bytes, {} candidate line{}{}",
+                    s.name,
+                    s.bytes,
+                    s.hits,
+                    if s.hits == 1 { "" } else { "s" },
+                    if s.complete {
+                        ""
+                    } else {
+                        " (stopped at the deadline)"
+                    }
+                ),
+            )
+            .signal("log_source_read"),
+        );
         for n in &s.notes {
             report = report.note(n.clone());
         }
@@ -392,19 +537,6 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         )
 }
 
-trait MinRank {
-    fn min_rank(self, other: Status) -> Status;
-}
-impl MinRank for Status {
-    fn min_rank(self, other: Status) -> Status {
-        if self.rank() <= other.rank() {
-            self
-        } else {
-            other
-        }
-    }
-}
-
 /// What a source keeps between runs.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SourceState {
@@ -414,6 +546,10 @@ pub struct SourceState {
     pub file: Option<files::FilePos>,
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// Each volume's run of failures, kept past the lookback while it goes on (log rotation,
+    /// runs longer than the window).
+    #[serde(default)]
+    pub streaks: Vec<Streak>,
 }
 
 const CHECK_ID: &str = "kubelet_nested_ops";
@@ -455,14 +591,66 @@ fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
     failures
 }
 
+/// What a log source's format says: UNKNOWN when it holds complete lines and none of the first
+/// ones is a kubelet log line, or nothing but a line over the cap (reading it as "no failures"
+/// would answer OK after seeing nothing); a note when lines over the cap were cut.
+pub fn format_verdict(name: &str, s: &scan::ScanStats) -> Result<Option<String>, Unknown> {
+    let cap = plugin::fmt_bytes(scan::LINE_MAX as u64);
+    if s.sampled > 0 && s.recognized == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: none of its first {} lines has the shape of one (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, or kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, bare or behind a syslog/journal, CRI or Docker json-file prefix)",
+            s.sampled
+        )));
+    }
+    if s.overlong > 0 && s.sampled == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: it holds a line longer than {cap} (the cap of one log line) and no complete line besides"
+        )));
+    }
+    Ok((s.overlong > 0).then(|| {
+        format!(
+            "{name}: {} line(s) longer than {cap} (the cap of one log line) were cut",
+            s.overlong
+        )
+    }))
+}
+
 /// Gather from every source. `read_deadline` is when reading must stop.
+/// The zone of klog/syslog local times: `--tz`, else the host's (its /etc/localtime in container
+/// mode), else this process's.
+pub fn zone(opts: &Opts) -> Result<Box<dyn time::Tz + Send + Sync>, Unknown> {
+    let host = node::Host::from_option(opts.host.host_root.as_deref());
+    let zoneinfo = host.file("/usr/share/zoneinfo");
+    if let Some(spec) = &opts.tz {
+        return node::logs::tz::resolve(spec, &zoneinfo).map_err(Unknown);
+    }
+    if !host.is_local() {
+        let lt = host.file("/etc/localtime");
+        // A symlink into the host's zoneinfo (`/usr/share/zoneinfo/Europe/Berlin`) resolves in
+        // the container's tree: follow it under the host root.
+        let target = std::fs::read_link(&lt)
+            .ok()
+            .filter(|t| t.is_absolute())
+            .map(|t| host.file(t))
+            .unwrap_or(lt.clone());
+        return match node::logs::tz::Zone::read(&target) {
+            Ok(z) => Ok(Box::new(z)),
+            Err(e) if lt.exists() => Err(Unknown(format!("the host's time zone: {e} (give --tz)"))),
+            // No /etc/localtime on the host: it runs in UTC.
+            Err(_) => Ok(Box::new(time::FixedTz(0))),
+        };
+    }
+    Ok(Box::new(time::SystemTz))
+}
+
 pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Result<Data, Unknown> {
-    let tz = time::SystemTz;
+    let tz = zone(opts)?;
+    let tz: &dyn time::Tz = tz.as_ref();
     let lookback = opts.lookback_ms();
     let mut data = Data::default();
     let journal_dir = opts.journal_dir.clone().or_else(|| {
         // The persistent journal, else the volatile one (Storage=volatile/auto without /var/log/journal).
-        opts.host_root.as_ref().map(|r| {
+        opts.host.host_root.as_ref().map(|r| {
             let persistent = r.join("var/log/journal");
             if persistent.is_dir() {
                 persistent
@@ -529,22 +717,30 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             deadline: read_deadline,
         };
         let r = journal::read(&q, |e| {
-            if let Some(f) = parse::parse_line(e.message.as_bytes(), Some(e.realtime_ms), now, &tz)
-            {
+            if let Some(f) = parse::parse_line(e.message.as_bytes(), Some(e.realtime_ms), now, tz) {
                 failures.push(f);
             }
         })
         .map_err(|e| Unknown(format!("{name}: {e}")))?;
         notes.extend(r.notes);
+        let prev_streaks = st
+            .as_ref()
+            .map(|(_, s)| s.streaks.as_slice())
+            .unwrap_or(&[]);
+        let runs = streaks(prev_streaks, &failures, now - lookback, now);
         let failures = keep(failures, now - lookback, now);
         if let Some((p, _)) = &st {
             let s = SourceState {
                 cursor: r.last_cursor.clone(),
                 file: None,
                 failures: failures.clone(),
+                streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -552,6 +748,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             r.stats.bytes_read, r.stats.hits, r.last_cursor
         ));
         data.failures.extend(failures);
+        data.streaks.extend(runs);
         data.sources.push(SourceInfo {
             name,
             bytes: r.stats.bytes_read,
@@ -564,10 +761,16 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
     for path in &opts.log_file {
         let mut failures = Vec::new();
         let mut notes = Vec::new();
-        let on_hit = |line: &[u8], out: &mut Vec<Failure>| {
-            if let Some(f) = parse::parse_line(line, None, now, &tz) {
+        // Lines wrapped by a container runtime (Docker json-file, CRI) are unwrapped per line, a
+        // partial line joined with the next; the runtime's timestamp is the entry's time.
+        let mut joiner = wrap::Joiner::new();
+        let on_logical = |l: wrap::Logical, out: &mut Vec<Failure>| {
+            if let Some(f) = parse::parse_line(l.text.as_bytes(), l.time_ms, now, tz) {
                 out.push(f);
             }
+        };
+        let on_hit = |line: &[u8], out: &mut Vec<Failure>, joiner: &mut wrap::Joiner| {
+            joiner.feed(line, |l| on_logical(l, out))
         };
         if path.as_os_str() == "-" {
             ctx.stage("reading stdin");
@@ -575,12 +778,22 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 needles: parse::NEEDLES,
                 deadline: Some(read_deadline),
                 consume_partial_tail: true,
+                recognize: Some(parse::is_log_line),
             };
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
-            let s = scan::scan(&mut lock, &o, |l| on_hit(l, &mut failures), |_| {})
-                .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
-            data.failures.extend(failures);
+            let s = scan::scan_follow(
+                &mut lock,
+                &o,
+                |l| on_hit(l, &mut failures, &mut joiner),
+                |_| {},
+            )
+            .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            notes.extend(format_verdict("stdin", &s)?);
+            joiner.finish(|l| on_logical(l, &mut failures));
+            data.streaks
+                .extend(streaks(&[], &failures, now - lookback, now));
+            data.failures.extend(keep(failures, now - lookback, now));
             data.sources.push(SourceInfo {
                 name: "stdin".into(),
                 bytes: s.bytes_read,
@@ -607,10 +820,22 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             needles: parse::NEEDLES,
             deadline: Some(read_deadline),
             consume_partial_tail: false,
+            recognize: Some(parse::is_log_line),
         };
-        let r =
-            files::read(path, prev.as_ref(), &o, |l| on_hit(l, &mut failures)).map_err(Unknown)?;
+        let r = files::read(path, prev.as_ref(), &o, |l| {
+            on_hit(l, &mut failures, &mut joiner)
+        })
+        .map_err(Unknown)?;
+        notes.extend(format_verdict(&name, &r.stats)?);
+        // A partial piece that ends what is written so far is parsed as far as it goes (the
+        // needle and the operation key are in the first piece); its rest comes alone next run.
+        joiner.finish(|l| on_logical(l, &mut failures));
         notes.extend(r.notes.clone());
+        let prev_streaks = st
+            .as_ref()
+            .map(|(_, s)| s.streaks.as_slice())
+            .unwrap_or(&[]);
+        let runs = streaks(prev_streaks, &failures, now - lookback, now);
         kept.extend(failures);
         let kept = keep(kept, now - lookback, now);
         if let Some((p, _)) = &st {
@@ -618,9 +843,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 cursor: None,
                 file: Some(r.pos),
                 failures: kept.clone(),
+                streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -630,6 +859,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             r.stats.hits
         ));
         data.failures.extend(kept);
+        data.streaks.extend(runs);
         data.sources.push(SourceInfo {
             name,
             bytes: r.stats.bytes_read,
@@ -669,6 +899,36 @@ impl Check for Opts {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_log_of_another_format_is_unknown() {
+        let st = |sampled, recognized, overlong| scan::ScanStats {
+            sampled,
+            recognized,
+            overlong,
+            ..Default::default()
+        };
+        let e = format_verdict("f", &st(16, 0, 0)).unwrap_err();
+        assert!(
+            e.0.contains("f is not a kubelet log") && e.0.contains("klog"),
+            "{e}"
+        );
+        let e = format_verdict("f", &st(0, 0, 1)).unwrap_err();
+        assert!(
+            e.0.contains("longer than 1 MiB (the cap of one log line)"),
+            "{e}"
+        );
+        assert_eq!(
+            format_verdict("f", &st(0, 0, 0)).unwrap(),
+            None,
+            "nothing yet"
+        );
+        assert_eq!(format_verdict("f", &st(3, 1, 0)).unwrap(), None);
+        assert!(format_verdict("f", &st(3, 1, 2))
+            .unwrap()
+            .unwrap()
+            .contains("2 line(s) longer than 1 MiB"));
+    }
     use super::*;
 
     const MIN: i64 = 60_000;
@@ -701,6 +961,7 @@ mod tests {
                 complete: true,
                 ..Default::default()
             }],
+            streaks: Vec::new(),
         }
     }
 
@@ -788,14 +1049,85 @@ mod tests {
             .collect();
         let r = evaluate(&data(f), &rules(), now);
         assert_eq!(r.status, Status::Critical);
-        let v = volumes(&data(vec![]).failures, &rules(), now);
+        let v = volumes(&data(vec![]).failures, &[], &rules(), now);
         assert!(v.is_empty());
-        assert!(r.summary.contains("failing for 12m"), "{}", r.summary);
+        // The first line read already had a 16s backoff: the run began before it.
+        assert!(
+            r.summary.contains("failing for at least 12m"),
+            "{}",
+            r.summary
+        );
         // Only 8 minutes: WARNING.
         let f: Vec<_> = (0..=16)
             .map(|i| fail(now - 8 * MIN + i * 30_000, "pvc-b", 16_000))
             .collect();
         assert_eq!(evaluate(&data(f), &rules(), now).status, Status::Warning);
+    }
+
+    /// The Talos log of #21: GetDeviceMountRefs failing from 05:48 (the kubelet's first 500ms
+    /// backoff) to 06:27 at 2m2s, read at 06:40 with the default 15m window. The age is the true
+    /// one from every line read, not from the window's.
+    #[test]
+    fn age_is_from_every_line_read_and_at_least_when_unknown() {
+        let t0 = 100 * 60 * MIN;
+        let all = schedule(t0, t0 + 39 * MIN, "pvc-talos");
+        let now = all.last().unwrap().t + 90_000;
+        let known = streaks(&[], &all, now - 15 * MIN, now);
+        assert_eq!(known.len(), 1);
+        assert_eq!((known[0].start, known[0].start_known()), (t0, true));
+        // What the window holds, with the run known from every line read.
+        let in_lookback: Vec<Failure> = all
+            .iter()
+            .filter(|f| f.t >= now - 15 * MIN)
+            .cloned()
+            .collect();
+        let mut d = data(in_lookback.clone());
+        d.streaks = known.clone();
+        let r = evaluate(&d, &rules(), now);
+        assert!(
+            r.summary.contains(
+                "pvc-talos UnmountDevice (GetDeviceMountRefs) failing for 38m43s at max backoff"
+            ),
+            "{}",
+            r.summary
+        );
+        // Without the earlier lines: the first line read is at 2m2s, so "at least".
+        let r = evaluate(&data(in_lookback.clone()), &rules(), now);
+        assert!(
+            r.summary.contains("failing for at least 1"),
+            "{}",
+            r.summary
+        );
+        // A kept run that ended long before this one's start does not lengthen it.
+        let mut old = known[0].clone();
+        old.start -= 600 * MIN;
+        old.last = old.start + MIN;
+        let mut d = data(in_lookback);
+        d.streaks = vec![old];
+        let v = volumes(&d.failures, &d.streaks, &rules(), now);
+        assert!(!v[0].start_known && v[0].streak_start > t0, "{v:?}");
+    }
+
+    /// Runs kept across runs of the check: extended by new lines, started earlier by earlier
+    /// lines that reach them, replaced after a gap, dropped once ended before the lookback.
+    #[test]
+    fn streaks_extend_across_runs() {
+        let a = schedule(0, 10 * MIN, "pvc-a");
+        let (first, second) = a.split_at(a.len() / 2);
+        let s1 = streaks(&[], first, -MIN, 5 * MIN);
+        let s2 = streaks(&s1, second, 0, 11 * MIN);
+        assert_eq!(s2, streaks(&[], &a, 0, 11 * MIN));
+        assert_eq!((s2[0].start, s2[0].last), (0, a.last().unwrap().t));
+        // A gap longer than backoff + grace: a new run.
+        let later = vec![fail(s2[0].last + 30 * MIN, "pvc-a", 122_000)];
+        let s3 = streaks(&s2, &later, 0, 60 * MIN);
+        assert_eq!(s3[0].start, s2[0].last + 30 * MIN);
+        assert!(!s3[0].start_known());
+        // Ended before `since`: dropped.
+        assert!(streaks(&s2, &[], 60 * MIN, 60 * MIN).is_empty());
+        // From the future: ignored.
+        let ghost = vec![fail(24 * 60 * MIN, "pvc-g", 500)];
+        assert!(streaks(&[], &ghost, 0, MIN).is_empty());
     }
 
     #[test]
@@ -834,7 +1166,7 @@ mod tests {
         // Two bursts 10 minutes apart: the streak is the second burst only.
         let mut f = vec![fail(now - 14 * MIN, "pvc-f", 500)];
         f.push(fail(now - MIN, "pvc-f", 500));
-        let v = volumes(&f, &rules(), now);
+        let v = volumes(&f, &[], &rules(), now);
         assert_eq!(v[0].streak_start, now - MIN);
         assert_eq!(v[0].status, Status::Warning);
     }
@@ -888,7 +1220,7 @@ mod tests {
         assert_eq!(r.status, Status::Critical);
         assert!(
             r.summary
-                .contains("pvc-y UnmountDevice failing for 6m at max backoff"),
+                .contains("pvc-y UnmountDevice failing for at least 6m at max backoff"),
             "{}",
             r.summary
         );
@@ -911,6 +1243,148 @@ mod tests {
         assert_eq!(pvs, ["pvc-a", "pvc-soon"]);
     }
 
+    /// A kubelet run in a container: its lines reach the file wrapped by the runtime. Docker's
+    /// json-file driver escapes the klog line into `"log"` (the operation key's quotes become
+    /// `\"`); the CRI format prefixes time, stream and tag, and a `P` line continues in the
+    /// next record, which does not hold the needle. Mixed in one file (a node moved from
+    /// dockershim to containerd keeps both shapes in its collected logs), detected per line.
+    #[test]
+    fn gather_reads_docker_json_file_and_cri_wrapped_lines() {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("nested-wrap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let now = time::now_ms();
+        // The runtime's times (RFC 3339, UTC), 5 and 3 minutes ago.
+        let rfc = |ms: i64| {
+            let (y, mo, d) = time::civil_from_days(ms.div_euclid(86_400_000));
+            let s = ms.rem_euclid(86_400_000) / 1000;
+            format!(
+                "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.123456789Z",
+                s / 3600,
+                s / 60 % 60,
+                s % 60
+            )
+        };
+        let klog = |pv: &str, backoff: &str| {
+            format!(
+                r#"E1203 06:02:55.123456    2166 nestedpendingoperations.go:348] Operation for "{{volumeName:kubernetes.io/csi/driver.longhorn.io^{pv} podName: nodeName:}}" failed. No retries permitted until 2026-12-03 06:04:57.123456789 +0000 UTC m=+8812235.211760637 (durationBeforeRetry {backoff}). Error: GetDeviceMountRefs check failed for volume "{pv}" (UniqueName: "kubernetes.io/csi/driver.longhorn.io^{pv}") on node "node-1" : the device mount path "/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/0716/globalmount" is still mounted by other references [/var/lib/kubelet/pods/0d6a/volumes/kubernetes.io~csi/{pv}/mount]"#
+            )
+        };
+        let docker = serde_json::json!({
+            "log": format!("{}\n", klog("pvc-docker", "1m4s")),
+            "stream": "stderr",
+            "time": rfc(now - 5 * MIN),
+        })
+        .to_string();
+        assert!(
+            docker.contains(r#"Operation for \"{volumeName"#),
+            "{docker}"
+        );
+        let cri_full = format!(
+            "{} stderr F {}",
+            rfc(now - 3 * MIN),
+            klog("pvc-cri", "2m2s")
+        );
+        let long = klog("pvc-partial", "32s");
+        let (head, tail) = long.split_at(long.find("still mounted").unwrap());
+        let t = rfc(now - 2 * MIN);
+        let content = format!(
+            "{docker}\n{{\"log\":\"I1203 06:00:00.000000    2166 kubelet.go:1] noise\\n\",\"stream\":\"stderr\",\"time\":\"{t}\"}}\n{cri_full}\n{t} stderr P {head}\n{t} stderr F {tail}\n{t} stderr F I1203 06:00:00.000000 2166 x.go:1] after\n"
+        );
+        let log = dir.join("0.log");
+        std::fs::write(&log, content).unwrap();
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--log-file",
+            log.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let d = gather(&opts, &ctx, now, deadline).unwrap();
+        let got: Vec<(String, i64, u64)> = d
+            .failures
+            .iter()
+            .map(|f| (f.pv.clone().unwrap(), f.t, f.backoff_ms))
+            .collect();
+        let at = |ago: i64| (now - ago).div_euclid(1000) * 1000 + 123;
+        // The runtime's time is the entry's (the klog header's 06:02:55 is ignored).
+        assert_eq!(
+            got,
+            [
+                ("pvc-docker".to_string(), at(5 * MIN), 64_000),
+                ("pvc-cri".to_string(), at(3 * MIN), 122_000),
+                ("pvc-partial".to_string(), at(2 * MIN), 32_000)
+            ]
+        );
+        // The joined line keeps the references, which were in the second piece.
+        assert!(d.failures[2]
+            .error
+            .ends_with("still mounted by other references [/var/lib/kubelet/pods/0d6a/volumes/kubernetes.io~csi/pvc-partial/mount]"));
+        assert_eq!(d.failures[0].op, "UnmountDevice (GetDeviceMountRefs)");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The zone of klog times: --tz first; in container mode the host's /etc/localtime (a copy,
+    /// or a symlink into the host's zoneinfo, resolved under the host root), UTC without one.
+    #[test]
+    fn zone_of_klog_times() {
+        use clap::Parser;
+        let kolkata = std::path::Path::new("/usr/share/zoneinfo/Asia/Kolkata");
+        let host = std::env::temp_dir().join(format!("nested-tz-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&host);
+        std::fs::create_dir_all(host.join("etc")).unwrap();
+        let opts = |extra: &[&str]| {
+            let mut a = vec![
+                "check_kubelet_nested_ops",
+                "--host-root",
+                host.to_str().unwrap(),
+            ];
+            a.extend_from_slice(extra);
+            Opts::try_parse_from(a).unwrap()
+        };
+        // No /etc/localtime on the host: UTC.
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(0), 0);
+        // --tz wins.
+        assert_eq!(
+            zone(&opts(&["--tz", "+08:00"])).unwrap().offset_at(0),
+            8 * 3600
+        );
+        assert!(zone(&opts(&["--tz", "../../etc/shadow"])).is_err());
+        if !kolkata.exists() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("needs tzdata");
+            }
+            eprintln!("skipped: no tzdata");
+            return;
+        }
+        // A copy of the host's zone file.
+        std::fs::copy(kolkata, host.join("etc/localtime")).unwrap();
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(1_800_000_000), 19800);
+        // A symlink into the host's zoneinfo: followed under the host root, not in ours.
+        std::fs::remove_file(host.join("etc/localtime")).unwrap();
+        std::fs::create_dir_all(host.join("usr/share/zoneinfo/Asia")).unwrap();
+        std::fs::copy(kolkata, host.join("usr/share/zoneinfo/Asia/Kolkata")).unwrap();
+        std::os::unix::fs::symlink(
+            "/usr/share/zoneinfo/Asia/Kolkata",
+            host.join("etc/localtime"),
+        )
+        .unwrap();
+        assert_eq!(zone(&opts(&[])).unwrap().offset_at(1_800_000_000), 19800);
+        // An IANA name is read from the host's zoneinfo in container mode.
+        assert_eq!(
+            zone(&opts(&["--tz", "Asia/Kolkata"])).unwrap().offset_at(0),
+            19800
+        );
+        // Garbage where the zone should be: UNKNOWN naming it.
+        std::fs::remove_file(host.join("etc/localtime")).unwrap();
+        std::fs::write(host.join("etc/localtime"), "not a zone").unwrap();
+        let e = zone(&opts(&[])).err().unwrap();
+        assert!(e.0.contains("TZif") && e.0.contains("--tz"), "{}", e.0);
+        std::fs::remove_dir_all(&host).unwrap();
+    }
+
     /// A state file holding a failure from tomorrow beside a real one: the ghost is dropped with a
     /// note and never saved again (it would start counting once the clock reaches it).
     #[test]
@@ -920,7 +1394,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("kubelet.log");
-        std::fs::write(&log, "no failure here\n").unwrap();
+        std::fs::write(
+            &log,
+            "I0713 20:27:25.123456    2166 kubelet.go:1] no failure here\n",
+        )
+        .unwrap();
         let st = dir.join("state");
         let opts = Opts::try_parse_from([
             "check_kubelet_nested_ops",
@@ -941,6 +1419,7 @@ mod tests {
                     fail(now - MIN, "pvc-real", 2000),
                     fail(now + 24 * 60 * MIN, "pvc-ghost", 2000),
                 ],
+                streaks: Vec::new(),
             },
         )
         .unwrap();

@@ -169,19 +169,67 @@ fn pod_of(err: &str) -> Option<String> {
         .filter(|p| !p.is_empty())
 }
 
-/// Shorten an error for output: one line, at most `max` characters.
+/// Where the part of a known error that says what to do begins, most specific first: the paths
+/// to unmount (GetDeviceMountRefs, all versions' wording), the device path, the CSI driver's own
+/// answer.
+const ACTIONABLE: &[&str] = &[
+    "the device mount path",
+    "The device mount path",
+    "is still mounted by other references",
+    "rpc error:",
+];
+
+/// Shorten an error for output: one line, at most `max` characters. What is cut is the middle:
+/// the head (which operation, which volume) and the actionable tail of a known error (the
+/// `still mounted by other references [...]` list, the device path, the driver's `rpc error`)
+/// stay; without a known tail the last two thirds are kept.
 pub fn shorten(s: &str, max: usize) -> String {
     let one: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let one = one.trim();
-    if one.chars().count() <= max {
-        one.to_string()
-    } else {
-        let cut: String = one.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+    let n = one.chars().count();
+    if n <= max {
+        return one.to_string();
     }
+    let max = max.max(8);
+    // The earliest actionable marker whose tail leaves room for a head; else the latest one.
+    let starts: Vec<usize> = ACTIONABLE
+        .iter()
+        .filter_map(|m| one.find(m))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let tail_chars = |b: usize| one[b..].chars().count();
+    let pick = starts
+        .iter()
+        .copied()
+        .find(|&b| tail_chars(b) + 8 <= max)
+        .or_else(|| starts.last().copied());
+    let (head_n, tail) = match pick {
+        Some(b) if tail_chars(b) + 8 <= max => (max - 1 - tail_chars(b), &one[b..]),
+        Some(b) => {
+            // The tail alone is too long: keep its start and its end (the list's last entries).
+            let t = &one[b..];
+            let keep_end = (max - 2) / 2;
+            let keep_start = max - 2 - keep_end;
+            let start: String = t.chars().take(keep_start).collect();
+            let end: String = t.chars().skip(t.chars().count() - keep_end).collect();
+            return format!("…{start}…{end}");
+        }
+        None => {
+            let tail_n = (max - 1) * 2 / 3;
+            let b = one
+                .char_indices()
+                .nth(n - tail_n)
+                .map(|(i, _)| i)
+                .unwrap_or(one.len());
+            (max - 1 - tail_n, &one[b..])
+        }
+    };
+    let head: String = one.chars().take(head_n).collect();
+    format!("{}…{tail}", head.trim_end())
 }
 
 /// Parse the message text of a failure line (after any log header).
@@ -218,6 +266,20 @@ pub fn parse_message(msg: &str) -> Option<Parsed> {
 struct JsonLine {
     ts: Option<f64>,
     msg: Option<String>,
+}
+
+/// Is this a kubelet log line in any shape the check reads: a klog header (at the start or behind
+/// a syslog/journal, CRI or Docker json-file prefix), a syslog prefix, an RFC 3339 (CRI) prefix,
+/// or kubelet JSON logging. Used on the first lines of a source to tell "no failure" from "not a
+/// kubelet log at all".
+pub fn is_log_line(line: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    time::find_klog_header(line).is_some()
+        || time::syslog_prefix(line).is_some()
+        || time::parse_rfc3339(line).is_some()
+        || (line.starts_with(b"{\"")
+            && line.windows(5).any(|w| w == b"\"ts\":")
+            && line.windows(6).any(|w| w == b"\"msg\":"))
 }
 
 /// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
@@ -262,7 +324,9 @@ pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) 
         pod: pod_of(&err).or(key_pod),
         volume,
         backoff_ms,
-        error: shorten(&err, 400),
+        // Kept whole up to 1000 characters (state files hold up to 5000 failures); longer, the
+        // middle goes and the actionable tail stays.
+        error: shorten(&err, 1000),
     })
 }
 
@@ -369,6 +433,94 @@ mod tests {
         .is_none());
     }
 
+    /// A real GetDeviceMountRefs error of a ≥ 1.24 kubelet (staging path under the sha256 of the
+    /// volume handle) with three references: shortened, the head and every reference stay.
+    #[test]
+    fn shorten_keeps_the_references() {
+        let refs = [
+            "/var/lib/kubelet/pods/0d6a3b1e-6f2c-4e8a-9d1b-2b7c4f5e6a7b/volumes/kubernetes.io~csi/pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b/mount",
+            "/var/lib/kubelet/pods/7e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b/volumes/kubernetes.io~csi/pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b/mount",
+        ];
+        let err = format!(
+            "GetDeviceMountRefs check failed for volume \"pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b\" (UniqueName: \"kubernetes.io/csi/driver.longhorn.io^pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b\") on node \"worker-04\" : the device mount path \"/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/{}/globalmount\" is still mounted by other references [{}]",
+            "5d41402abc4b2a76b9719d911017c592ae8f3b2c1d4e5f6a7b8c9d0e1f2a3b4c",
+            refs.join(" ")
+        );
+        assert!(err.chars().count() > 500);
+        let s = shorten(&err, 500);
+        assert_eq!(s.chars().count(), 500, "{s}");
+        assert!(s.starts_with("GetDeviceMountRefs check failed"), "{s}");
+        assert!(s.ends_with(&format!("[{}]", refs.join(" "))), "{s}");
+        assert!(
+            s.contains("…the device mount path \"/var/lib/kubelet/plugins/"),
+            "{s}"
+        );
+        // Tighter than the tail: the marker closest to the end, its start and end kept.
+        let s = shorten(&err, 200);
+        assert_eq!(s.chars().count(), 200, "{s}");
+        assert!(
+            s.starts_with("…is still mounted by other references ["),
+            "{s}"
+        );
+        assert!(s.ends_with("/mount]"), "{s}");
+        // The driver's answer of a MountDevice failure.
+        let err = format!(
+            "MountVolume.MountDevice failed for volume \"pvc-746b2837\" (UniqueName: \"kubernetes.io/csi/jiva.csi.openebs.io^pvc-746b2837\") pod \"seerr-0\" (UID: \"0d6a\") {}: rpc error: code = DeadlineExceeded desc = context deadline exceeded",
+            "x".repeat(300)
+        );
+        let s = shorten(&err, 300);
+        assert!(
+            s.starts_with("MountVolume.MountDevice failed for volume"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("rpc error: code = DeadlineExceeded desc = context deadline exceeded"),
+            "{s}"
+        );
+        // Unknown errors: head and the last two thirds.
+        let s = shorten(&format!("{}{}", "a".repeat(500), "b".repeat(500)), 100);
+        assert_eq!(s.chars().count(), 100);
+        assert!(
+            s.starts_with("aaa") && s.ends_with("bbb") && s.contains('…'),
+            "{s}"
+        );
+        // Short texts are one line, untouched otherwise.
+        assert_eq!(shorten("a\nb", 10), "a b");
+    }
+
+    /// A pod name holding `"` (Go's %q writes it `\"`) stays whole in every shape: the bare error
+    /// of new kubelets, the quoted error of old ones (escaped twice), JSON logging (escaped
+    /// again by JSON) and a Docker json-file wrapper around that.
+    #[test]
+    fn pod_name_with_a_quote_is_kept_intact() {
+        let err = r#"MountVolume.SetUp failed for volume "pvc-1" (UniqueName: "kubernetes.io/csi/d^pvc-1") pod "we\"ird-0" (UID: "u1") : rpc error: code = Internal desc = x"#;
+        let new = format!(
+            r#"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] Operation for "{{volumeName:kubernetes.io/csi/d^pvc-1 podName:u1 nodeName:}}" failed. No retries permitted until 2026-07-13 20:27:26.1 +0000 UTC m=+1.0 (durationBeforeRetry 1s). Error: {err}"#
+        );
+        let now = utc(2026, 7, 13, 20, 30, 0);
+        let f = parse_line(new.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        assert!(f.error.contains(r#"pod "we\"ird-0""#), "{}", f.error);
+        // Old: the whole error %q-quoted.
+        let quoted = format!("{:?}", err); // Rust's Debug escapes " and \ like Go's %q here
+        let old = format!(
+            r#"E0713 20:27:25.123456    2166 nestedpendingoperations.go:267] Operation for "\"kubernetes.io/csi/d^pvc-1\" (\"u1\")" failed. No retries permitted until 2026-07-13 20:27:26.1 +0000 UTC m=+1.0 (durationBeforeRetry 1s). Error: {quoted}"#
+        );
+        let f = parse_line(old.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        // JSON logging, then Docker around it.
+        let msg = new[new.find("Operation for").unwrap()..].to_string();
+        let json = serde_json::json!({"ts": (now - 60_000) as f64, "msg": msg}).to_string();
+        let f = parse_line(json.as_bytes(), None, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+        let docker = serde_json::json!({"log": format!("{json}\n"), "stream": "stderr", "time": "2026-07-13T20:29:00Z"}).to_string();
+        let mut j = node::logs::wrap::Joiner::new();
+        let mut got = Vec::new();
+        j.feed(docker.as_bytes(), |l| got.push(l));
+        let f = parse_line(got[0].text.as_bytes(), got[0].time_ms, now, &FixedTz(0)).unwrap();
+        assert_eq!(f.pod.as_deref(), Some("we\"ird-0"));
+    }
+
     #[test]
     fn unquote() {
         assert_eq!(
@@ -376,5 +528,27 @@ mod tests {
             Some(("a\"b\\cAé".to_string(), 19))
         );
         assert_eq!(go_unquote(r#""open"#), None);
+    }
+
+    #[test]
+    fn log_line_shapes_are_recognized() {
+        for l in [
+            &b"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] x"[..],
+            b"Jul 13 20:27:25 k8s03 kubelet[2166]: something",
+            b"2026-07-13T20:27:25.123456789Z stderr F I0713 20:27:25.123456 1 a.go:1] x",
+            b"{\"log\":\"I0713 20:27:25.123456       1 a.go:1] x\\n\",\"stream\":\"stderr\"}",
+            b"{\"ts\":1689279645123.4,\"caller\":\"a.go:1\",\"msg\":\"x\"}",
+        ] {
+            assert!(is_log_line(l), "{}", String::from_utf8_lossy(l));
+        }
+        for l in [
+            &b"EXT4-fs error (device sdc): x"[..],
+            b"\x00\x00\x00",
+            b"6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk",
+            b"{\"kind\":\"PodList\"}",
+            b"",
+        ] {
+            assert!(!is_log_line(l), "{}", String::from_utf8_lossy(l));
+        }
     }
 }

@@ -66,7 +66,7 @@ fn table(radarr_super: &str) -> String {
 
 fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
     let m = parse(text, "t").unwrap();
-    let mut volumes = group(m, &roots(), None, None);
+    let mut volumes = group(m, &roots(), &node::FilterArgs::default());
     for v in &mut volumes {
         v.probe = Some(Outcome::Answered { is_dir: true });
     }
@@ -75,6 +75,8 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         kernel: Some(kernel),
         roots: roots(),
         can_read_all: true,
+        node_name: Some("k8s03".into()),
+        notes: vec![],
     }
 }
 
@@ -135,11 +137,111 @@ fn emergency_ro_is_critical_on_new_kernels() {
     assert!(r.findings[0].details.iter().any(|d| d == "pods: 8e1f"));
 }
 
+/// The kernel's error remount (up to 6.11) records the error: read-only under a read-write
+/// mount *with* an error recorded stays CRITICAL, and says the kernel did it.
 #[test]
 fn super_ro_under_rw_mount_is_critical_up_to_6_11() {
-    let r = evaluate(&data(&table("ro"), (5, 4, 0)), &default_t());
+    let mut d = data(&table("ro"), (5, 4, 0));
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: Some(1783938484),
+        last_error_time: None,
+    });
+    let r = evaluate(&d, &default_t());
     assert_eq!(r.status, Status::Critical);
     assert!(r.findings[0].text.contains("remounted it read-only"));
+    // The next step, paste-safe.
+    let next = r.findings[0].details.last().unwrap();
+    assert!(
+        next.starts_with("next: `kubectl cordon k8s03`, then delete the pods using it"),
+        "{next}"
+    );
+    assert!(next.contains("iscsiadm -m session -P 3"), "{next}");
+}
+
+/// #21: a CSI driver's ReadOnlyMany volume — staged `ro` at the superblock, bound into the pod
+/// without `ro` — with no error recorded is not the kernel's remount. Without the API: WARNING,
+/// saying what is known; with the PV's access modes: ReadOnlyMany is OK, ReadWriteOnce CRITICAL.
+#[test]
+fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
+    let mut d = data(&table("ro"), (6, 18, 0));
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = Some(fsstate::Ext4Errors::default());
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning, "{r:?}");
+    assert!(
+        r.summary.starts_with("1 of 3 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-a634b9a3"),
+        "{}",
+        r.summary
+    );
+    let f = &r.findings[0];
+    assert!(
+        f.text
+            .contains("no ext4 error recorded (errors_count 0), no emergency_ro"),
+        "{f:?}"
+    );
+    assert!(!f.text.contains("remounted"), "{f:?}");
+    assert!(
+        f.details
+            .last()
+            .unwrap()
+            .contains("kubectl get pv pvc-a634b9a3 -o jsonpath='{.spec.accessModes}'"),
+        "{f:?}"
+    );
+    // Counters not readable: the same, saying so.
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = None;
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning);
+    assert!(
+        r.findings[0].text.contains("could not be read"),
+        "{:?}",
+        r.findings[0]
+    );
+    // The API says ReadOnlyMany: intent, OK.
+    let mut names = Names::default();
+    names
+        .claims
+        .insert("pvc-a634b9a3".into(), ("media".into(), "library".into()));
+    names
+        .access_modes
+        .insert("pvc-a634b9a3".into(), vec!["ReadOnlyMany".into()]);
+    let r = evaluate_named(&d, &default_t(), &names);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.text.contains("is read-only on purpose") && f.text.contains("ReadOnlyMany")));
+    // A pod mounting the claim readOnly: intent too.
+    let mut n2 = names.clone();
+    n2.access_modes
+        .insert("pvc-a634b9a3".into(), vec!["ReadWriteOnce".into()]);
+    n2.read_only_claims
+        .insert(("media".into(), "library".into()));
+    assert_eq!(evaluate_named(&d, &default_t(), &n2).status, Status::Ok);
+    // ReadWriteOnce and nobody asked for read-only: a failure.
+    n2.read_only_claims.clear();
+    let r = evaluate_named(&d, &default_t(), &n2);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("it is meant to be written"),
+        "{:?}",
+        r.findings[0]
+    );
+    // XFS never remounts read-only on an error: same rule, its own words.
+    let mut t = String::new();
+    t += &line(
+        30,
+        "8:96",
+        &format!("{K}/pods/u2/volumes/kubernetes.io~csi/pvc-x/mount"),
+        "rw",
+        "xfs",
+        "/dev/sdg",
+        "ro,attr2",
+    );
+    let r = evaluate(&data(&t, (6, 18, 0)), &default_t());
+    assert_eq!(r.status, Status::Warning);
+    assert!(r.findings[0]
+        .text
+        .contains("xfs does not remount read-only on errors"));
 }
 
 #[test]
@@ -270,12 +372,26 @@ fn no_pv_mounts() {
 #[test]
 fn include_and_exclude_filter_mount_points() {
     let m = parse(&table("rw,emergency_ro"), "t").unwrap();
-    let ex = Regex::new("pvc-a634").unwrap();
-    let v = group(m.clone(), &roots(), None, Some(&ex));
+    let ex = regex::Regex::new("pvc-a634").unwrap();
+    let v = group(
+        m.clone(),
+        &roots(),
+        &node::FilterArgs {
+            exclude: vec![ex],
+            ..Default::default()
+        },
+    );
     // the staging mount of pvc-a634 has no PV name in its path: it stays as its own volume
     assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
-    let inc = Regex::new("pvc-healthy").unwrap();
-    let v = group(m, &roots(), Some(&inc), None);
+    let inc = regex::Regex::new("pvc-healthy").unwrap();
+    let v = group(
+        m,
+        &roots(),
+        &node::FilterArgs {
+            include: vec![inc],
+            ..Default::default()
+        },
+    );
     assert_eq!(v.len(), 1);
 }
 
@@ -377,4 +493,59 @@ fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
         "{:?}",
         r.notes
     );
+}
+
+#[test]
+fn every_verdict_has_its_signal_and_the_volume_its_subject() {
+    let sig = |d: &NodeData, pv: &str| {
+        let r = evaluate(d, &default_t());
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.subject.pv.as_deref() == Some(pv))
+            .unwrap_or_else(|| panic!("no finding with pv {pv}: {:?}", r.findings));
+        (f.signal, f.subject.clone())
+    };
+    let d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    let (s, subj) = sig(&d, "pvc-a634b9a3");
+    assert_eq!(s, "emergency_ro");
+    assert_eq!(
+        subj,
+        plugin::Subject::new()
+            .pv("pvc-a634b9a3")
+            .device("sdc")
+            .mount(format!(
+                "{K}/plugins/kubernetes.io/csi/jiva.csi.openebs.io/abc/globalmount"
+            ))
+    );
+    assert_eq!(sig(&d, "pvc-healthy").0, "writable");
+    assert_eq!(sig(&d, "pvc-readonly").0, "writable");
+    assert_eq!(
+        sig(&data(&table("ro"), (5, 4, 0)), "pvc-a634b9a3").0,
+        "remounted_ro"
+    );
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    vol(&mut d, "pvc-readonly").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: node::probe::Errno::EIO,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "mount_hung");
+    assert_eq!(sig(&d, "pvc-readonly").0, "mount_io_error");
+    let mut d = data(&table("rw"), (6, 13, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "presumed_ro");
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "fs_errors");
 }

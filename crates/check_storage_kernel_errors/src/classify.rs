@@ -11,6 +11,31 @@
 //! drivers/scsi/scsi_transport_iscsi.c and libiscsi.c (`session3: session recovery timed out
 //! after 120 secs`, `connection3:0: detected conn error (1020)`, `ping timeout of 5 secs
 //! expired`), kernel/hung_task.c (`INFO: task jbd2/sdc-8:512 blocked for more than 120 seconds.`).
+//!
+//! Corruption and lost writes (read in the sources of 2.6 to 6.x):
+//! - fs/xfs/xfs_error.c `xfs_corruption_error`: `XFS (sdc): Corruption detected. Unmount and run
+//!   xfs_repair`; `xfs_verifier_error`: `Metadata corruption detected at <fn>+0x…, <type> block 0x…`
+//!   or `Metadata CRC error detected at …` (followed by `Unmount and run xfs_repair` on its own
+//!   line); xfs_log_recover.c/xfs_buf_item.c `Corruption warning: Metadata has LSN (4:2729) ahead of
+//!   current LSN (4:2727). Please unmount and run xfs_repair (>= v4.3) to resolve.`;
+//!   fs/xfs/xfs_fsops.c (`xfs_do_force_shutdown`) `Corruption of in-memory data (0x8) detected at
+//!   <fn> (fs/xfs/…:N).  Shutting down filesystem` (≥ 5.x; older `Corruption of in-memory data
+//!   detected.  Shutting down filesystem`).
+//! - `xfs_error_report`: `XFS (sdc): Internal error xfs_trans_cancel at line 1097 of file
+//!   fs/xfs/xfs_trans.c.  Caller …`; 2.6 kernels `Filesystem "sdc": XFS internal error
+//!   xfs_da_do_buf(2) at line 2248 of file fs/xfs/xfs_da_btree.c.  Caller 0x…`.
+//! - fs/xfs/xfs_log.c `xfs_log_mount`: `XFS (sdc): log mount/recovery failed: error -5` (2.6: no
+//!   device, `XFS: log mount/recovery failed: error 5`), then `log mount failed`.
+//! - fs/ext4/page-io.c / inode.c `ext4_end_io`: `EXT4-fs (dm-11): failed to convert unwritten extents
+//!   to written extents -- potential data loss!  (inode 2754818, error -5)` (3.x: `(inode %lu,
+//!   offset %llu, size %zd, error %d)`).
+//! - fs/ext4/inode.c `ext4_do_writepages` (6.x; `ext4_writepages` 3.11–6.4, `ext4_da_writepages`
+//!   before): `EXT4-fs (sdc): ext4_do_writepages: jbd2_start: 9223372036854775807 pages, ino 12; err
+//!   -30` — the page cache's data can no longer be written (-30 EROFS: journal aborted).
+//! - fs/jbd2/commit.c: `JBD2: Detected IO errors while flushing file data on sdc1-8` (6.x:
+//!   `JBD2: Detected IO errors -5 while flushing file data on sdc1-8`; ext3's jbd: `JBD: …`).
+//! - drivers/block/loop.c `lo_write_bvec` (printk_ratelimited, KERN_ERR): `loop: Write error at byte
+//!   offset 4096, length 4096.` — the backing file refused a write; the device is not named.
 
 use regex::Regex;
 use std::sync::OnceLock;
@@ -26,12 +51,19 @@ pub enum Category {
     IoError,
     IscsiConnError,
     HungTask,
+    XfsCorruption,
+    XfsInternalError,
+    XfsLogRecoveryFailed,
+    Ext4DataLoss,
+    Ext4WritebackRefused,
+    Jbd2DataFlushError,
+    LoopWriteError,
     CriticalPattern,
     WarningPattern,
 }
 
 impl Category {
-    pub const ALL: [Category; 11] = [
+    pub const ALL: [Category; 18] = [
         Category::Ext4Error,
         Category::JournalAbort,
         Category::RemountRo,
@@ -41,6 +73,13 @@ impl Category {
         Category::IscsiConnError,
         Category::IscsiRecoveryTimeout,
         Category::HungTask,
+        Category::XfsCorruption,
+        Category::XfsInternalError,
+        Category::XfsLogRecoveryFailed,
+        Category::Ext4DataLoss,
+        Category::Ext4WritebackRefused,
+        Category::Jbd2DataFlushError,
+        Category::LoopWriteError,
         Category::CriticalPattern,
         Category::WarningPattern,
     ];
@@ -57,6 +96,13 @@ impl Category {
             Category::IscsiConnError => "iscsi_conn_error",
             Category::IscsiRecoveryTimeout => "iscsi_recovery_timeout",
             Category::HungTask => "hung_task",
+            Category::XfsCorruption => "xfs_corruption",
+            Category::XfsInternalError => "xfs_internal_error",
+            Category::XfsLogRecoveryFailed => "xfs_log_recovery_failed",
+            Category::Ext4DataLoss => "ext4_data_loss",
+            Category::Ext4WritebackRefused => "ext4_writeback_refused",
+            Category::Jbd2DataFlushError => "jbd2_data_flush_error",
+            Category::LoopWriteError => "loop_write_error",
             Category::CriticalPattern => "critical_pattern",
             Category::WarningPattern => "warning_pattern",
         }
@@ -78,17 +124,32 @@ impl Category {
             Category::IscsiConnError => "iSCSI connection error",
             Category::IscsiRecoveryTimeout => "iSCSI session recovery timed out",
             Category::HungTask => "hung task",
+            Category::XfsCorruption => "XFS corruption",
+            Category::XfsInternalError => "XFS internal error",
+            Category::XfsLogRecoveryFailed => "XFS log recovery failed",
+            Category::Ext4DataLoss => "ext4 data loss (unwritten extents not converted)",
+            Category::Ext4WritebackRefused => "ext4 writeback refused (data not written)",
+            Category::Jbd2DataFlushError => "file data lost while flushing the journal",
+            Category::LoopWriteError => "loop device write error",
             Category::CriticalPattern => "critical pattern",
             Category::WarningPattern => "warning pattern",
         }
     }
 
-    /// CRITICAL for what leaves a filesystem unusable; WARNING for errors that may recover.
+    /// CRITICAL for what leaves a filesystem unusable or loses data (corruption, writes that
+    /// never reached the disk); WARNING for errors that may recover.
     pub fn status(self) -> plugin::Status {
         match self {
             Category::RemountRo
             | Category::JournalAbort
             | Category::XfsShutdown
+            | Category::XfsCorruption
+            | Category::XfsInternalError
+            | Category::XfsLogRecoveryFailed
+            | Category::Ext4DataLoss
+            | Category::Ext4WritebackRefused
+            | Category::Jbd2DataFlushError
+            | Category::LoopWriteError
             | Category::ScsiOffline
             | Category::IscsiRecoveryTimeout
             | Category::CriticalPattern => plugin::Status::Critical,
@@ -150,6 +211,8 @@ enum Kind {
     Scsi,
     Session,
     HungTask,
+    /// The record names no device.
+    NoDevice,
 }
 
 fn rules() -> &'static [Rule] {
@@ -162,6 +225,17 @@ fn rules() -> &'static [Rule] {
         };
         use Category::*;
         vec![
+            // Corruption and lost writes first: their texts also hold words of the general rules
+            // (`Shutting down filesystem`, `I/O error`, `JBD2: … on`).
+            r(XfsCorruption, Kind::Block, r"^XFS \(([^)\s]+)\): (?:Corruption detected\. Unmount and run xfs_repair|Metadata (?:corruption|CRC error) detected at|Corruption warning: Metadata has LSN|Corruption of in-memory data)"),
+            r(XfsInternalError, Kind::Block, r"^XFS \(([^)\s]+)\): Internal error .* at line \d+ of file fs/xfs/"),
+            r(XfsInternalError, Kind::Block, r#"^Filesystem "([^"\s]+)": XFS internal error .* at line \d+ of file fs/xfs/"#),
+            r(XfsLogRecoveryFailed, Kind::Block, r"^XFS \(([^)\s]+)\): log mount/recovery failed: error -?\d+"),
+            r(XfsLogRecoveryFailed, Kind::NoDevice, r"^XFS: log mount/recovery failed: error -?\d+"),
+            r(Ext4DataLoss, Kind::Block, r"^EXT4-fs \(([^)\s]+)\): failed to convert unwritten extents to written extents -- potential data loss!"),
+            r(Ext4WritebackRefused, Kind::Block, r"^EXT4-fs \(([^)\s]+)\): ext4_(?:do_|da_)?writepages: jbd2_start: -?\d+ pages, ino \d+; err -\d+"),
+            r(Jbd2DataFlushError, Kind::Jbd2, r"^JBD2?: Detected IO errors (?:-?\d+ )?while flushing file data on (\S+)"),
+            r(LoopWriteError, Kind::NoDevice, r"^loop: Write error at byte offset \d+, length \d+"),
             r(JournalAbort, Kind::Jbd2, r"^Aborting journal on device (\S+)"),
             r(RemountRo, Kind::Block, r"^EXT[234]-fs \(([^)\s]+)\): (?:Remounting filesystem read-only|error: remounting filesystem read-only)"),
             r(RemountRo, Kind::Block, r"^EXT[234]-fs error \(device ([^)\s]+)\).*[Rr]emounting filesystem read-only"),
@@ -208,6 +282,7 @@ pub fn classify(text: &str) -> Option<(Category, Option<Device>)> {
             Kind::Scsi => Some(Device::Scsi(arg.to_string())),
             Kind::Session => arg.parse().ok().map(Device::IscsiSession),
             Kind::HungTask => task_device(arg),
+            Kind::NoDevice => None,
         };
         return Some((rule.cat, dev));
     }
@@ -304,7 +379,9 @@ mod tests {
 
     #[test]
     fn xfs_all_spellings() {
-        assert_eq!(c("XFS (sdc): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x100/0x130 (fs/xfs/xfs_trans.c:1097).  Shutting down filesystem."), (XfsShutdown, Some("sdc".into())));
+        // Corruption of in-memory data also shuts the filesystem down; its category names the
+        // cause (both CRITICAL).
+        assert_eq!(c("XFS (sdc): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x100/0x130 (fs/xfs/xfs_trans.c:1097).  Shutting down filesystem."), (XfsCorruption, Some("sdc".into())));
         assert_eq!(
             c("XFS (dm-2): Log I/O Error Detected. Shutting down filesystem"),
             (XfsShutdown, Some("dm-2".into()))
@@ -318,6 +395,53 @@ mod tests {
             c("XFS (sdc): metadata I/O error in \"xfs_buf_ioend+0x0\" at daddr 0x2 len 1 error 5"),
             (IoError, Some("sdc".into()))
         );
+    }
+
+    /// The spellings of fs/xfs, fs/ext4, fs/jbd2 and drivers/block/loop.c for corruption and
+    /// writes that never reached the disk (see the module doc for where each comes from).
+    #[test]
+    fn corruption_and_lost_writes_across_versions() {
+        let cases: &[(&str, Category, Option<&str>)] = &[
+            ("XFS (sdc): Corruption detected. Unmount and run xfs_repair", XfsCorruption, Some("sdc")),
+            ("XFS (dm-2): Metadata corruption detected at xfs_inode_buf_verify+0x14d/0x160 [xfs], xfs_inode block 0x1b5c1c0 xfs_inode_buf_verify", XfsCorruption, Some("dm-2")),
+            ("XFS (dm-4): Metadata CRC error detected at xfs_agf_read_verify+0x7a/0x110 [xfs], xfs_agf block 0x1", XfsCorruption, Some("dm-4")),
+            ("XFS (sda3): Corruption warning: Metadata has LSN (4:2729) ahead of current LSN (4:2727). Please unmount and run xfs_repair (>= v4.3) to resolve.", XfsCorruption, Some("sda3")),
+            // ≤ 4.x spelling of the in-memory corruption shutdown.
+            ("XFS (sdb1): Corruption of in-memory data detected.  Shutting down filesystem", XfsCorruption, Some("sdb1")),
+            ("XFS (loop0): Internal error xfs_trans_cancel at line 1097 of file fs/xfs/xfs_trans.c.  Caller xfs_growfs_data+0x691/0xe90", XfsInternalError, Some("loop0")),
+            ("XFS (sdc): Internal error !ip->i_nblocks at line 2034 of file fs/xfs/xfs_inode.c.  Caller xfs_inactive_ifree+0x1a3/0x210 [xfs]", XfsInternalError, Some("sdc")),
+            ("Filesystem \"sdb\": XFS internal error xfs_da_do_buf(2) at line 2248 of file fs/xfs/xfs_da_btree.c.  Caller 0xc01bc657", XfsInternalError, Some("sdb")),
+            ("XFS (dm-0): log mount/recovery failed: error -5", XfsLogRecoveryFailed, Some("dm-0")),
+            ("XFS (loop1): log mount/recovery failed: error -117", XfsLogRecoveryFailed, Some("loop1")),
+            ("XFS: log mount/recovery failed: error 5", XfsLogRecoveryFailed, None),
+            ("EXT4-fs (dm-11): failed to convert unwritten extents to written extents -- potential data loss!  (inode 2754818, error -5)", Ext4DataLoss, Some("dm-11")),
+            ("EXT4-fs (sdb1): failed to convert unwritten extents to written extents -- potential data loss!  (inode 1320, offset 0, size 65536, error -30)", Ext4DataLoss, Some("sdb1")),
+            ("EXT4-fs (sdc): ext4_do_writepages: jbd2_start: 9223372036854775807 pages, ino 12; err -30", Ext4WritebackRefused, Some("sdc")),
+            ("EXT4-fs (vda1): ext4_writepages: jbd2_start: 13 pages, ino 262147; err -30", Ext4WritebackRefused, Some("vda1")),
+            ("EXT4-fs (sda1): ext4_da_writepages: jbd2_start: 1024 pages, ino 786433; err -30", Ext4WritebackRefused, Some("sda1")),
+            ("JBD2: Detected IO errors while flushing file data on sdc1-8", Jbd2DataFlushError, Some("sdc1")),
+            ("JBD2: Detected IO errors while flushing file data on dm-11-45", Jbd2DataFlushError, Some("dm-11")),
+            ("JBD2: Detected IO errors -5 while flushing file data on vda1-8", Jbd2DataFlushError, Some("vda1")),
+            ("JBD: Detected IO errors while flushing file data on sdc1", Jbd2DataFlushError, Some("sdc1")),
+            ("loop: Write error at byte offset 1073741824, length 4096.", LoopWriteError, None),
+        ];
+        for (text, cat, dev) in cases {
+            assert_eq!(c(text), (*cat, dev.map(String::from)), "{text}");
+            assert_eq!(cat.status(), plugin::Status::Critical, "{text}");
+        }
+        // Their neighbours that mean nothing lost.
+        for ok in [
+            "XFS (sdc): Unmounting Filesystem a488de9e-d346-4098-aff4-84e6ca6936c7",
+            "XFS (loop1): Starting recovery (logdev: internal)",
+            "XFS (loop1): Ending recovery (logdev: internal)",
+            "EXT4-fs (sdc): recovery complete",
+        ] {
+            assert_eq!(classify(ok), None, "{ok}");
+        }
+        // Every label is distinct and maps back.
+        for c in Category::ALL {
+            assert_eq!(Category::from_label(c.label()), Some(c));
+        }
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub const MAX_EVENT_LOOKUPS: usize = 20;
 A pod is stuck when it is Pending with PodScheduled=True and has no container or init-container \
 status at all, or all of its containers still wait in ContainerCreating/PodInitializing, for longer \
 than the thresholds (measured from the PodScheduled transition). Typical cause: a CSI mount or \
-attach that never completes, or a kubelet volume queue wedged by a stale mount.\n\n\
+attach that never completes, or a kubelet volume queue wedged by a stale mount. A pod that is \
+also Terminating (deletionTimestamp set) is left to check_stuck_terminating, which says it never \
+started.\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each stuck pod the latest \
 FailedMount/FailedAttachVolume event is shown (--no-events to skip)."
@@ -43,11 +45,11 @@ pub struct Opts {
     pub common: CommonArgs,
 
     /// Warn when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -72,10 +74,6 @@ pub struct Opts {
     pub pods: PodsJsonArg,
 }
 
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
-}
-
 /// Which rule found a pod stuck.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
@@ -90,6 +88,14 @@ impl Rule {
         match self {
             Rule::NoStatus => "no container status (the kubelet never started it)",
             Rule::Creating => "all containers still ContainerCreating/PodInitializing",
+        }
+    }
+
+    /// The finding's machine-readable kind.
+    pub fn signal(self) -> &'static str {
+        match self {
+            Rule::NoStatus => "stuck_no_status",
+            Rule::Creating => "stuck_creating",
         }
     }
 }
@@ -125,6 +131,10 @@ pub struct Data {
 /// Classify one pod: `Some` when it matches a stuck rule (whatever its age).
 pub fn classify(p: &Pod) -> Option<Candidate> {
     if p.status.phase != "Pending" || !p.is_scheduled() {
+        return None;
+    }
+    // Terminating too: check_stuck_terminating owns it (and says it never started).
+    if p.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let statuses: Vec<_> = p.all_container_statuses().collect();
@@ -184,8 +194,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         );
         if young > 0 {
             s.push_str(&format!(
-                ", {young} pending without containers for less than {}",
-                range_text(&o.warning)
+                ", {young} pending without containers {}",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s
@@ -205,6 +215,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         )
     };
     let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
         .perf(Perfdata::new("pods", d.pods as f64).min(0.0))
         .perf(Perfdata::new("stuck_pods", stuck.len() as f64).min(0.0))
         .perf(
@@ -224,7 +235,12 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if c.scheduled_at.is_none() {
             text.push_str(" (no scheduling time recorded)");
         }
-        let mut f = Finding::new(*s, text);
+        let mut f = Finding::new(*s, text).signal(c.rule.signal()).subject(
+            plugin::Subject::new()
+                .node(c.node.as_str())
+                .namespace(c.namespace.as_str())
+                .pod(c.name.as_str()),
+        );
         if let Some((reason, msg, when)) = d.events.get(&key) {
             let ago = when
                 .map(|t| format!(" ({} ago)", age((now - t).max(0))))
@@ -240,14 +256,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         r = r.note(n.clone());
     }
     r
-}
-
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
 }
 
 /// The latest FailedMount/FailedAttachVolume event among `events`.
@@ -275,23 +283,25 @@ impl Opts {
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         let filter = self.filter()?;
-        let mut d = Data {
-            scope: filter.describe(),
-            ..Default::default()
-        };
+        let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
             if let Some(c) = classify(&p) {
                 d.candidates.push(c);
             }
         };
-        let client = kube::scan_pods(
+        // No pod on the node: prove the node exists rather than answer OK on nothing.
+        let scan = kube::nodes::scan_node_pods(
             self.pods.pods_json.as_deref(),
             &self.api,
-            &filter,
+            filter,
+            !self.all_nodes && self.node.guessed(),
             ctx,
             &mut take,
         )?;
+        d.scope = scan.filter.describe();
+        d.notes.extend(scan.note);
+        let client = scan.client;
         if !self.no_events {
             let stuck = self.stuck_keys(&d, now);
             match &client {
@@ -446,6 +456,17 @@ mod tests {
         // Other waiting reasons (image pulls, crash loops) are other problems.
         let pull = r#","containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ImagePullBackOff"}}}]"#;
         assert!(classify(&pending("c", 30, pull)).is_none());
+    }
+
+    /// A pod both Terminating and never started belongs to check_stuck_terminating (#21): one
+    /// pod, one alert.
+    #[test]
+    fn a_terminating_pod_is_left_to_check_stuck_terminating() {
+        let mut p = pending("ws-b70553ae", 60, "");
+        assert!(classify(&p).is_some());
+        p.metadata.deletion_timestamp = Some(now() - 30);
+        assert!(classify(&p).is_none());
+        assert_eq!(evaluate(&data(&[p]), &opts(&[]), now()).status, Status::Ok);
     }
 
     #[test]

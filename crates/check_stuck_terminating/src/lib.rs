@@ -43,20 +43,23 @@ longer than --warning-after or --critical-after past that moment (a volume teard
 and is never retried, a finalizer nobody removes, a kubelet that cannot kill a container).\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each wedged pod its finalizers and the \
-latest FailedKillPod/FailedUnmount event are shown (--no-events to skip the event lookup); when \
-a failed unmount names a pod volume mount path, a hint gives the recovery step (umount it on the \
-node).\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+latest FailedKillPod/FailedUnmount event are shown (--no-events to skip the event lookup). On \
+the pods' own node the mount table tells which of a wedged pod's volumes are still mounted (by \
+its UID under the kubelet root: events expire after an hour, mounts do not), and a hint gives the \
+recovery step, paste-safe: umount them; elsewhere a failed unmount event naming a pod volume \
+mount path gives it. A pod both Terminating and never started is reported here (saying it never started), not \
+by check_stuck_scheduled.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
     /// Warn when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'w', long = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", visible_alias = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'c', long = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", visible_alias = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -79,10 +82,13 @@ pub struct Opts {
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
-}
 
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
+    /// Where a wedged pod's volume mounts are looked up on this node
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
+
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 }
 
 /// What `evaluate` needs of one terminating pod.
@@ -97,6 +103,9 @@ pub struct Terminating {
     /// `deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30.
     pub grace: i64,
     pub finalizers: Vec<String>,
+    /// Scheduled but no container ever started (check_stuck_scheduled leaves such a pod to this
+    /// check).
+    pub never_started: bool,
 }
 
 impl Terminating {
@@ -133,6 +142,9 @@ pub struct Data {
     /// What was read, e.g. "on node k8s03".
     pub scope: String,
     pub notes: Vec<String>,
+    /// Pod UID → its volume mounts still on this node (deepest first: subPaths before their
+    /// volume), from the mount table: what to unmount, whatever the events say or forgot.
+    pub mounts: HashMap<String, Vec<String>>,
 }
 
 /// `Some` when the pod is terminating (whatever for how long).
@@ -152,6 +164,7 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
         deletion,
         grace,
         finalizers: p.metadata.finalizers.clone(),
+        never_started: p.never_started(),
     })
 }
 
@@ -224,8 +237,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         let mut s = format!("no pod wedged in Terminating ({} pods {}", d.pods, d.scope);
         if n_term > 0 {
             s.push_str(&format!(
-                ", {n_term} terminating for less than {} past their grace period",
-                range_text(&o.warning)
+                ", {n_term} terminating {} past their grace period",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s.push(')');
@@ -246,6 +259,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         )
     };
     let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
         .perf(Perfdata::new("terminating_pods", n_term as f64).min(0.0))
         .perf(Perfdata::new("wedged_pods", wedged.len() as f64).min(0.0))
         .perf(
@@ -263,12 +277,39 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             age(t.overdue(now)),
             age(t.grace)
         );
+        if t.never_started {
+            text.push_str(", never started (no container ever ran: its volumes never mounted?)");
+        }
         if t.finalizers.is_empty() {
             text.push_str(", no finalizers");
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "terminating"
+            } else {
+                "stuck_terminating"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(t.node.as_str())
+                    .namespace(t.namespace.as_str())
+                    .pod(t.name.as_str()),
+            );
+        let mounted = d
+            .mounts
+            .get(&t.uid)
+            .filter(|m| !m.is_empty() && s != Status::Ok);
+        if let Some(mps) = mounted {
+            let quoted: Vec<String> = mps.iter().map(|m| plugin::shell_quote(m)).collect();
+            f = f.detail(format!(
+                "hint: on {node} its volumes are still mounted; run `umount {}` (the kubelet then \
+                 finishes the teardown; a teardown wedged on a read-only filesystem needs nothing \
+                 else)",
+                quoted.join(" ")
+            ));
+        }
         if let Some(e) = d.events.get(&t.key()) {
             let ago = e
                 .when
@@ -279,12 +320,15 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 e.reason,
                 plugin::render::truncate(&e.message, 700)
             ));
-            if let Some(path) = failed_mount_path(&e.message, &t.uid) {
+            if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
+            {
+                f.subject = f.subject.mount(path.to_string());
                 f = f.detail(format!(
-                    "hint: on {node} run `umount {path}`: unmounting the pod's volume mount is \
+                    "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \
                      read-only filesystem (the global mount teardown and iSCSI logout then finish \
-                     on their own)"
+                     on their own)",
+                    plugin::shell_quote(&path)
                 ));
             }
         }
@@ -307,14 +351,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
     r
 }
 
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
-}
-
 impl Opts {
     fn filter(&self) -> Result<PodFilter, Unknown> {
         Ok(PodFilter {
@@ -331,23 +367,25 @@ impl Opts {
     /// All I/O: pods (API or file) and, for wedged pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         let filter = self.filter()?;
-        let mut d = Data {
-            scope: filter.describe(),
-            ..Default::default()
-        };
+        let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
             if let Some(t) = classify(&p) {
                 d.terminating.push(t);
             }
         };
-        let client = kube::scan_pods(
+        // No pod on the node: prove the node exists rather than answer OK on nothing.
+        let scan = kube::nodes::scan_node_pods(
             self.pods.pods_json.as_deref(),
             &self.api,
-            &filter,
+            filter,
+            !self.all_nodes && self.node.guessed(),
             ctx,
             &mut take,
         )?;
+        d.scope = scan.filter.describe();
+        d.notes.extend(scan.note);
+        let client = scan.client;
         if !self.no_events {
             let th = thresholds(self);
             let wedged: Vec<(String, String)> = d
@@ -369,8 +407,96 @@ impl Opts {
                 ctx.debug(line);
             }
         }
+        self.gather_mounts(ctx, now, &mut d);
         Ok(d)
     }
+
+    /// The volume mounts of wedged pods still on this node (only when the pods are this node's:
+    /// not with --all-nodes, nor with --node naming another node). A mount table that cannot be
+    /// read leaves a note.
+    fn gather_mounts(&self, ctx: &Ctx, now: Time, d: &mut Data) {
+        let th = thresholds(self);
+        let uids: std::collections::BTreeSet<&str> = d
+            .terminating
+            .iter()
+            .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok && !t.uid.is_empty())
+            .map(|t| t.uid.as_str())
+            .collect();
+        if uids.is_empty() || self.all_nodes {
+            return;
+        }
+        let host = self.node.host.host();
+        if let Some(n) = &self.node.node {
+            if host
+                .hostname()
+                .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
+            {
+                return;
+            }
+        }
+        let roots = match self.kubelet_root.resolve_if_any(&host) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return,
+            Err(e) => {
+                d.notes.push(format!("volume mounts not looked up: {e}"));
+                return;
+            }
+        };
+        ctx.stage("reading the mount table for the wedged pods' volume mounts");
+        let mi = self.mountinfo.path(&host);
+        let prefixes: Vec<String> = roots
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/pods/",
+                    node::mountinfo::escape(&r.to_string_lossy()).trim_end_matches('/')
+                )
+            })
+            .collect();
+        match node::mountinfo::read_with(&mi, |mp| {
+            prefixes.iter().any(|p| mp.starts_with(p.as_str()))
+        }) {
+            Ok(mounts) => {
+                d.mounts = pod_mounts(&mounts, &roots, &uids);
+            }
+            Err(e) => d.notes.push(format!("volume mounts not looked up: {e}")),
+        }
+    }
+}
+
+/// The volume mounts of the pods `uids` (pure): PV and subPath mounts, not the kubelet's own
+/// tmpfs (secrets, projected tokens); deepest first, so the list unmounts in order.
+pub fn pod_mounts(
+    mounts: &[node::Mount],
+    roots: &[std::path::PathBuf],
+    uids: &std::collections::BTreeSet<&str>,
+) -> HashMap<String, Vec<String>> {
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for m in mounts {
+        if matches!(m.fstype.as_str(), "tmpfs" | "ramfs") {
+            continue;
+        }
+        let Some(kp) = node::kubelet::classify(&m.mount_point, roots) else {
+            continue;
+        };
+        let Some(uid) = kp.pod_uid().filter(|u| uids.contains(u)) else {
+            continue;
+        };
+        let v = out.entry(uid.to_string()).or_default();
+        let p = m.mount_point.to_string_lossy().into_owned();
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| {
+            b.matches('/')
+                .count()
+                .cmp(&a.matches('/').count())
+                .then(a.cmp(b))
+        });
+    }
+    out
 }
 
 /// The latest teardown failure of each wedged pod (at most [`MAX_EVENT_LOOKUPS`] requests). A

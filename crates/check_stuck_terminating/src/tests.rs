@@ -200,5 +200,121 @@ fn options() {
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(range_text(&o.critical), "2m");
+    assert_eq!(plugin::args::duration_range_text(&o.critical), "2m");
+}
+
+/// A pod both Terminating and never started is this check's (check_stuck_scheduled skips it), and
+/// its finding says it never started.
+#[test]
+fn a_terminating_pod_that_never_started_says_so() {
+    let mut p = deleted("ws-b70553ae", 20 * 60, 30, &[]);
+    p.status = serde_json::from_str(
+        r#"{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"True"}]}"#,
+    )
+    .unwrap();
+    let t = classify(&p).unwrap();
+    assert!(t.never_started);
+    let r = evaluate(&data(&[p.clone()]), &opts(&[]), now());
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("never started"),
+        "{:?}",
+        r.findings
+    );
+    // Containers still creating: never started too; one running: started.
+    p.status = serde_json::from_str(
+        r#"{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"True"}],
+        "containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ContainerCreating"}}}]}"#,
+    )
+    .unwrap();
+    assert!(classify(&p).unwrap().never_started);
+    let running = deleted("web-0", 20 * 60, 30, &[]);
+    assert!(!classify(&running).unwrap().never_started);
+    let r = evaluate(&data(&[running]), &opts(&[]), now());
+    assert!(!r.findings[0].text.contains("never started"));
+}
+
+/// The umount hint comes from the node's mount table by the pod's UID (events expire): the PV
+/// and subPath mounts of the wedged pod, deepest first, shell-quoted; not its tmpfs, not other
+/// pods'.
+#[test]
+fn umount_hint_from_the_pods_mounts_on_the_node() {
+    let k = "/var/snap/microk8s/common/var/lib/kubelet";
+    let line = |id: u32, mp: &str, fstype: &str| {
+        format!("{id} 29 8:32 / {mp} rw,relatime shared:1 - {fstype} /dev/sdc rw\n")
+    };
+    let mut t = String::new();
+    t += &line(
+        1,
+        &format!("{k}/pods/{UID}/volumes/kubernetes.io~csi/pvc-746b2837/mount"),
+        "ext4",
+    );
+    t += &line(
+        2,
+        &format!("{k}/pods/{UID}/volume-subpaths/pvc-746b2837/seerr/0"),
+        "ext4",
+    );
+    t += &line(
+        3,
+        &format!("{k}/pods/{UID}/volumes/kubernetes.io~projected/kube-api-access-x"),
+        "tmpfs",
+    );
+    t += &line(
+        4,
+        &format!("{k}/pods/other-uid-0000-0000/volumes/kubernetes.io~csi/pvc-x/mount"),
+        "ext4",
+    );
+    let mounts = node::mountinfo::parse(&t, "t").unwrap();
+    let uids: std::collections::BTreeSet<&str> = [UID].into_iter().collect();
+    let m = pod_mounts(&mounts, &[std::path::PathBuf::from(k)], &uids);
+    assert_eq!(
+        m[UID],
+        [
+            format!("{k}/pods/{UID}/volume-subpaths/pvc-746b2837/seerr/0"),
+            format!("{k}/pods/{UID}/volumes/kubernetes.io~csi/pvc-746b2837/mount"),
+        ]
+    );
+    assert_eq!(m.len(), 1);
+    // A mount point that needs quoting is pasted quoted.
+    let mut d = data(&[deleted("seerr-0", 41 * 60, 30, &[])]);
+    d.mounts
+        .insert(UID.into(), vec![format!("{k}/pods/{UID}/volumes/x/my vol")]);
+    let r = evaluate(&d, &opts(&[]), now());
+    assert!(
+        r.findings[0]
+            .details
+            .iter()
+            .any(|x| x.contains(&format!("`umount '{k}/pods/{UID}/volumes/x/my vol'`"))),
+        "{:?}",
+        r.findings[0]
+    );
+    d.mounts = m;
+    let r = evaluate(&d, &opts(&[]), now());
+    let hint = r.findings[0]
+        .details
+        .iter()
+        .find(|x| x.starts_with("hint:"))
+        .unwrap_or_else(|| panic!("{:?}", r.findings[0]));
+    assert_eq!(
+        hint,
+        &format!("hint: on k8s03 its volumes are still mounted; run `umount {k}/pods/{UID}/volume-subpaths/pvc-746b2837/seerr/0 {k}/pods/{UID}/volumes/kubernetes.io~csi/pvc-746b2837/mount` (the kubelet then finishes the teardown; a teardown wedged on a read-only filesystem needs nothing else)")
+    );
+    // With a teardown event too: one hint, from the mount table.
+    d.events.insert(
+        "media/seerr-0".into(),
+        Teardown {
+            reason: "FailedUnmount".into(),
+            message: TEARDOWN.into(),
+            when: Some(now() - 60),
+        },
+    );
+    let r = evaluate(&d, &opts(&[]), now());
+    assert_eq!(
+        r.findings[0]
+            .details
+            .iter()
+            .filter(|x| x.starts_with("hint:"))
+            .count(),
+        1
+    );
 }

@@ -102,6 +102,20 @@ pub struct Names {
     pub claim_pods: BTreeMap<(String, String), Vec<String>>,
     /// Why names are missing ("names not resolved (no API access)", a failed request …).
     pub notes: Vec<String>,
+    /// PV name (and CSI volume handle) → the PV's access modes.
+    pub access_modes: BTreeMap<String, Vec<String>>,
+    /// Claims some pod mounts with `readOnly: true`.
+    pub read_only_claims: BTreeSet<(String, String)>,
+}
+
+/// What the API says a volume is for: read-only by intent, or to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    /// Read-only on purpose: why (`the PV's access modes are ReadOnlyMany`, `pod … mounts the
+    /// claim readOnly`).
+    ReadOnly(String),
+    /// Meant to be written: why (`the PV's access modes are ReadWriteOnce`).
+    Writable(String),
 }
 
 /// At most this many pods named per volume; the rest are counted.
@@ -138,6 +152,8 @@ impl Names {
         for k in keys {
             self.claims
                 .insert(k.to_string(), (c.namespace.clone(), c.name.clone()));
+            self.access_modes
+                .insert(k.to_string(), pv.spec.access_modes.clone());
         }
     }
 
@@ -163,6 +179,14 @@ impl Names {
             name: p.metadata.name.clone(),
             node: p.spec.node_name.clone(),
         };
+        for v in &p.spec.volumes {
+            if let Some(c) = v.persistent_volume_claim.as_ref().filter(|c| c.read_only) {
+                let k = (ns.clone(), c.claim_name.clone());
+                if uses.contains(&k) {
+                    self.read_only_claims.insert(k);
+                }
+            }
+        }
         for k in uses {
             self.claim_pods.entry(k).or_default().push(pn.key());
         }
@@ -225,6 +249,33 @@ impl Names {
         self.pod(uid).unwrap_or_else(|| uid.to_string())
     }
 
+    /// What the API says `pv` (name or CSI handle) is for, if it says: read-only when its only
+    /// access mode is ReadOnlyMany or a pod mounts its claim `readOnly`; writable when an access
+    /// mode is ReadWriteOnce, ReadWriteMany or ReadWriteOncePod.
+    pub fn intent(&self, pv: &str) -> Option<Intent> {
+        if let Some(k) = self.claims.get(pv) {
+            if self.read_only_claims.contains(k) {
+                return Some(Intent::ReadOnly(format!(
+                    "a pod mounts the claim {}/{} with readOnly: true",
+                    k.0, k.1
+                )));
+            }
+        }
+        let modes = self.access_modes.get(pv).filter(|m| !m.is_empty())?;
+        let text = modes.join(",");
+        if modes.iter().all(|m| m == "ReadOnlyMany") {
+            Some(Intent::ReadOnly(format!(
+                "the PV's access modes are {text}"
+            )))
+        } else if modes.iter().any(|m| m.starts_with("ReadWrite")) {
+            Some(Intent::Writable(format!(
+                "the PV's access modes are {text}"
+            )))
+        } else {
+            None
+        }
+    }
+
     /// `namespace/pvc` of a PV (name or CSI handle), if known.
     pub fn claim(&self, pv: &str) -> Option<String> {
         self.claims.get(pv).map(|(ns, c)| format!("{ns}/{c}"))
@@ -266,6 +317,39 @@ impl Names {
             (false, None) => format!("{pods_text} ({pv})"),
             (false, Some(c)) => format!("{pods_text} (PVC {c}, {pv})"),
         }
+    }
+
+    /// The subject of a finding about volume `pv` (PV name or CSI handle; empty when unknown)
+    /// used by the pods `uids`: the PV, its claim (namespace, pvc) when known, the pod when
+    /// exactly one resolves (else only its namespace), and that pod's node.
+    pub fn subject<'a>(
+        &self,
+        pv: &str,
+        uids: impl IntoIterator<Item = &'a str>,
+    ) -> plugin::Subject {
+        let mut s = plugin::Subject::new().pv(pv);
+        if let Some((ns, pvc)) = self.claims.get(pv) {
+            s = s.namespace(ns.as_str()).pvc(pvc.as_str());
+        }
+        let mut pods: Vec<&PodName> = uids.into_iter().filter_map(|u| self.pods.get(u)).collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        pods.dedup_by(|a, b| a.namespace == b.namespace && a.name == b.name);
+        if let [p] = pods.as_slice() {
+            if s.namespace.is_none() {
+                s = s.namespace(p.namespace.as_str());
+            }
+            if s.namespace.as_deref() == Some(p.namespace.as_str()) {
+                s = s
+                    .pod(p.name.as_str())
+                    .maybe(plugin::Subject::node, p.node.as_deref());
+            }
+        } else if s.namespace.is_none()
+            && !pods.is_empty()
+            && pods.iter().all(|p| p.namespace == pods[0].namespace)
+        {
+            s = s.namespace(pods[0].namespace.as_str());
+        }
+        s
     }
 
     /// Nothing at all was resolved.
@@ -522,6 +606,37 @@ mod tests {
     }
 
     #[test]
+    fn subject_names_pv_claim_pod_and_node() {
+        let mut w = Wanted::default();
+        w.add("pvc-a634b9a3", ["8e1f6a2c"]);
+        w.add("h-746b", ["77aa", "99bb"]);
+        w.add("pvc-released", ["dead-uid"]);
+        let n = cluster(&w);
+        assert_eq!(
+            n.subject("pvc-a634b9a3", ["8e1f6a2c"]),
+            plugin::Subject::new()
+                .node("k8s02")
+                .namespace("media")
+                .pod("radarr-0")
+                .pvc("radarr-config")
+                .pv("pvc-a634b9a3")
+        );
+        // Two pods: no pod field, the claim's namespace stays.
+        assert_eq!(
+            n.subject("h-746b", ["77aa", "99bb"]),
+            plugin::Subject::new()
+                .namespace("media")
+                .pvc("seerr-config")
+                .pv("h-746b")
+        );
+        assert_eq!(
+            n.subject("pvc-released", ["dead-uid"]),
+            plugin::Subject::new().pv("pvc-released")
+        );
+        assert_eq!(n.subject("", []), plugin::Subject::new());
+    }
+
+    #[test]
     fn labels_with_partial_knowledge_and_many_pods() {
         let mut n = Names::default();
         n.claims
@@ -569,7 +684,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };
@@ -597,7 +712,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };

@@ -96,6 +96,9 @@ pub struct PodVolume {
 pub struct ClaimSource {
     #[serde(deserialize_with = "nd")]
     pub claim_name: String,
+    /// `readOnly: true`: the pod mounts the claim read-only.
+    #[serde(deserialize_with = "nd")]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -190,6 +193,19 @@ impl Pod {
     pub fn is_scheduled(&self) -> bool {
         self.condition("PodScheduled")
             .is_some_and(|c| c.status == "True")
+    }
+
+    /// Scheduled but no container ever started: `Pending`, `PodScheduled=True`, and no container
+    /// status at all (the kubelet never synced it) or every container still waiting in
+    /// `ContainerCreating`/`PodInitializing`.
+    pub fn never_started(&self) -> bool {
+        self.status.phase == "Pending"
+            && self.is_scheduled()
+            && self.all_container_statuses().all(|c| {
+                c.state.waiting.as_ref().is_some_and(|w| {
+                    w.reason == "ContainerCreating" || w.reason == "PodInitializing"
+                })
+            })
     }
 
     /// Init and regular container statuses, init first.

@@ -4,8 +4,9 @@ use crate::report::{Perfdata, Report, Uom};
 use crate::Status;
 use std::fmt::Write as _;
 
-/// The first line must survive NRPE v2's 1 KiB packet.
-pub const FIRST_LINE_MAX: usize = 1024;
+/// The first line must survive NRPE v2's 1 KiB packet, whose last byte is the terminating NUL:
+/// 1023 bytes of text reach the server.
+pub const FIRST_LINE_MAX: usize = 1023;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -60,6 +61,11 @@ pub struct RenderOptions<'a> {
     pub max_output: usize,
     pub duration_secs: f64,
     pub debug: &'a [String],
+    /// Cap on `k8s_storage_check_finding` series in the Prometheus format.
+    pub max_findings_series: usize,
+    /// The run's `-t` in seconds (exported so that rules can compare the duration with it); 0
+    /// when unknown (usage errors).
+    pub timeout_secs: f64,
 }
 
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
@@ -87,66 +93,123 @@ pub fn first_line(name: &str, report: &Report) -> String {
         n -= 1;
         perf = perf_string(&report.perfdata[..n]);
     }
+    // Room for the note that says so.
+    while n < report.perfdata.len() && n > 0 && prefix.len() + 80 + 3 + perf.len() > FIRST_LINE_MAX
+    {
+        n -= 1;
+        perf = perf_string(&report.perfdata[..n]);
+    }
     let tail = if perf.is_empty() {
         String::new()
     } else {
         format!(" | {perf}")
     };
+    // Never drop perfdata silently: the summary says how many values did not fit.
+    let dropped = report.perfdata.len() - n;
+    let cut = if dropped > 0 {
+        format!("({dropped} perfdata values left out: status line over {FIRST_LINE_MAX} bytes) ")
+    } else {
+        String::new()
+    };
     let room = FIRST_LINE_MAX.saturating_sub(prefix.len() + tail.len());
-    let summary = truncate(&sanitize(&report.summary), room);
+    let summary = truncate(&format!("{cut}{}", sanitize(&report.summary)), room);
     format!("{prefix}{summary}{tail}")
 }
 
-fn finding_lines(report: &Report, verbosity: u8) -> Vec<String> {
-    let mut lines = Vec::new();
+/// One block of long output: a finding with its detail lines, a note, or a debug line.
+enum Block {
+    Finding(Vec<String>),
+    Note(String),
+    Debug(String),
+}
+
+fn blocks(report: &Report, verbosity: u8, debug: &[String]) -> Vec<Block> {
+    let mut out = Vec::new();
     let mut findings: Vec<_> = report
         .findings
         .iter()
         .filter(|f| verbosity >= 1 || f.status != Status::Ok)
         .collect();
-    findings.sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+    findings.sort_by(|a, b| crate::report::cmp_findings(a, b));
     for f in findings {
-        lines.push(format!("[{}] {}", f.status, sanitize(&f.text)));
+        let mut lines = vec![format!("[{}] {}", f.status, sanitize(&f.text))];
         for d in &f.details {
             lines.push(format!("    {}", sanitize(d)));
         }
+        out.push(Block::Finding(lines));
     }
     for n in &report.notes {
-        lines.push(sanitize(n));
+        out.push(Block::Note(sanitize(n)));
     }
-    lines
+    if verbosity >= 2 {
+        out.extend(
+            debug
+                .iter()
+                .map(|d| Block::Debug(format!("debug: {}", sanitize(d)))),
+        );
+    }
+    out
+}
+
+/// "... and 70 more volumes, 2 notes": what the cut hides, counted in the unit it lists.
+fn more_marker(rest: &[Block], unit: Option<(&str, &str)>) -> String {
+    let (mut f, mut n, mut d) = (0, 0, 0);
+    for b in rest {
+        match b {
+            Block::Finding(_) => f += 1,
+            Block::Note(_) => n += 1,
+            Block::Debug(_) => d += 1,
+        }
+    }
+    let (one, many) = unit.unwrap_or(("finding", "findings"));
+    let mut parts = Vec::new();
+    for (k, one, many) in [
+        (f, one, many),
+        (n, "note", "notes"),
+        (d, "debug line", "debug lines"),
+    ] {
+        if k > 0 {
+            let more = if parts.is_empty() { "more " } else { "" };
+            parts.push(format!("{k} {more}{}", if k == 1 { one } else { many }));
+        }
+    }
+    format!("... and {}", parts.join(", "))
 }
 
 fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut out = first_line(o.name, report);
     out.push('\n');
-    let mut lines = finding_lines(report, o.verbosity);
-    if o.verbosity >= 2 {
-        lines.extend(o.debug.iter().map(|d| format!("debug: {}", sanitize(d))));
-    }
-    let total = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        let remaining = total - i;
-        // Room for this line, plus the "... and N more" marker if lines would still follow.
-        let marker_room = if remaining > 1 { 40 } else { 0 };
-        if out.len() + line.len() + 1 + marker_room > o.max_output {
-            let _ = writeln!(out, "... and {remaining} more");
+    let blocks = blocks(report, o.verbosity, o.debug);
+    for (i, b) in blocks.iter().enumerate() {
+        let lines: &[String] = match b {
+            Block::Finding(l) => l,
+            Block::Note(l) | Block::Debug(l) => std::slice::from_ref(l),
+        };
+        let len: usize = lines.iter().map(|l| l.len() + 1).sum();
+        // Room for this block, plus the marker if blocks would still follow.
+        let marker_room = if i + 1 < blocks.len() { 60 } else { 0 };
+        if out.len() + len + marker_room > o.max_output {
+            let _ = writeln!(out, "{}", more_marker(&blocks[i..], report.unit));
             return out;
         }
-        out.push_str(line);
-        out.push('\n');
+        for l in lines {
+            out.push_str(l);
+            out.push('\n');
+        }
     }
     out
 }
 
 fn render_json(report: &Report, o: &RenderOptions) -> String {
+    let mut findings: Vec<&crate::report::Finding> = report.findings.iter().collect();
+    findings.sort_by(|a, b| crate::report::cmp_findings(a, b));
     let v = serde_json::json!({
         "check": o.binary,
         "name": o.name,
         "status": report.status,
         "exit_code": report.status.code(),
         "summary": report.summary,
-        "findings": report.findings,
+        "findings": findings,
         "perfdata": report.perfdata,
         "notes": report.notes,
         "duration_seconds": o.duration_secs,
@@ -161,8 +224,7 @@ fn metric_name(p: &Perfdata) -> String {
     let suffix = match p.uom {
         Uom::Seconds => "_seconds",
         Uom::Bytes => "_bytes",
-        Uom::Millis => "_milliseconds",
-        Uom::Micros => "_microseconds",
+        Uom::Millis | Uom::Micros => "_seconds",
         Uom::Percent => "_percent",
         Uom::Counter => "_total",
         Uom::None => "",
@@ -173,49 +235,216 @@ fn metric_name(p: &Perfdata) -> String {
     name
 }
 
-fn prom_escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A label value as the text exposition format wants it: `\\`, `\"` and `\n` escaped.
+pub fn prom_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
+
+/// The per-finding series: one per non-OK finding, labelled with its check, state, signal and
+/// subject; its value is the state's exit code.
+pub const FINDING_METRIC: &str = "k8s_storage_check_finding";
+/// How many non-OK findings were not exported as series because of the cap.
+pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
+/// Non-OK findings per state, all of them (exported or not).
+pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
+
+/// Metric names the renderer writes itself; a perfdata label never takes one of them.
+const RESERVED_METRICS: [&str; 6] = [
+    "k8s_storage_check_status",
+    "k8s_storage_check_duration_seconds",
+    "k8s_storage_check_timeout_seconds",
+    FINDING_METRIC,
+    FINDINGS_OMITTED_METRIC,
+    FINDINGS_METRIC,
+];
 
 fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
     let check = prom_escape(o.binary);
     let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, value: f64| {
+    let sample = |out: &mut String, name: &str, kind: &str, help: &str, value: f64| {
         let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{{check=\"{check}\"}} {value}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{check=\"{check}\"}} {}", prom_num(value));
+    };
+    let gauge = |out: &mut String, name: &str, help: &str, value: f64| {
+        sample(out, name, "gauge", help, value)
     };
     gauge(
+        &mut out,
         "k8s_storage_check_status",
         "Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
         report.status.code() as f64,
     );
     gauge(
+        &mut out,
         "k8s_storage_check_duration_seconds",
         "Wall time of the check run.",
         o.duration_secs,
     );
-    let mut seen = std::collections::HashSet::new();
+    if o.timeout_secs > 0.0 {
+        gauge(
+            &mut out,
+            "k8s_storage_check_timeout_seconds",
+            "The run's -t: the watchdog answers at this duration.",
+            o.timeout_secs,
+        );
+    }
+    let mut seen: std::collections::HashSet<String> =
+        RESERVED_METRICS.iter().map(|s| s.to_string()).collect();
     for p in &report.perfdata {
         let name = metric_name(p);
         if !seen.insert(name.clone()) {
             continue;
         }
-        gauge(
+        // Prometheus wants base units: ms and us become seconds; a counter is typed as one.
+        let (kind, value) = match p.uom {
+            Uom::Millis => ("gauge", p.value / 1e3),
+            Uom::Micros => ("gauge", p.value / 1e6),
+            Uom::Counter => ("counter", p.value),
+            _ => ("gauge", p.value),
+        };
+        sample(
+            &mut out,
             &name,
+            kind,
             &format!("Perfdata value {}.", p.safe_label()),
-            p.value,
+            value,
         );
     }
+    render_finding_series(&mut out, report, o, &check);
     out
+}
+
+/// A sample value: Prometheus spells the non-finite ones `NaN`, `+Inf`, `-Inf`.
+fn prom_num(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, check: &str) {
+    let mut bad: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.status != Status::Ok)
+        .collect();
+    // Worst first, so that the cap keeps what pages.
+    bad.sort_by(|a, b| crate::report::cmp_findings(a, b));
+
+    let _ = writeln!(
+        out,
+        "# HELP {FINDINGS_METRIC} Non-OK findings of the run by state, whether exported as series or not."
+    );
+    let _ = writeln!(out, "# TYPE {FINDINGS_METRIC} gauge");
+    for st in [Status::Critical, Status::Warning, Status::Unknown] {
+        let n = bad.iter().filter(|f| f.status == st).count();
+        let _ = writeln!(
+            out,
+            "{FINDINGS_METRIC}{{check=\"{check}\",state=\"{}\"}} {n}",
+            st.as_str().to_ascii_lowercase()
+        );
+    }
+
+    let mut lines = Vec::new();
+    let mut keys = std::collections::HashSet::new();
+    let mut omitted = 0usize;
+    for f in &bad {
+        let mut labels = format!(
+            "check=\"{check}\",state=\"{}\"",
+            f.status.as_str().to_ascii_lowercase()
+        );
+        if !f.signal.is_empty() {
+            let _ = write!(labels, ",signal=\"{}\"", prom_escape(f.signal));
+        }
+        for (k, v) in f.subject.fields() {
+            let _ = write!(labels, ",{k}=\"{}\"", prom_escape(v));
+        }
+        // Two findings with the same labels are one series (a duplicate would be rejected).
+        if keys.contains(&labels) {
+            continue;
+        }
+        if lines.len() >= o.max_findings_series {
+            omitted += 1;
+            continue;
+        }
+        keys.insert(labels.clone());
+        lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP {FINDING_METRIC} One series per non-OK finding (worst first, capped by --max-findings-series): value is the state, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+        );
+        let _ = writeln!(out, "# TYPE {FINDING_METRIC} gauge");
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP {FINDINGS_OMITTED_METRIC} Non-OK findings left out of {FINDING_METRIC} by --max-findings-series."
+    );
+    let _ = writeln!(out, "# TYPE {FINDINGS_OMITTED_METRIC} gauge");
+    let _ = writeln!(
+        out,
+        "{FINDINGS_OMITTED_METRIC}{{check=\"{check}\"}} {omitted}"
+    );
 }
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shell_quoting_holds_one_word() {
+        assert_eq!(
+            shell_quote("/var/lib/kubelet/pods/u-1/mount"),
+            "/var/lib/kubelet/pods/u-1/mount"
+        );
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("/x'; rm -rf / #"), "'/x'\\''; rm -rf / #'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("/p/kubernetes.io~csi/x"),
+            "/p/kubernetes.io~csi/x"
+        );
+        assert_eq!(shell_quote("~root"), "'~root'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        // What a shell makes of the quoted word is the original, whatever it holds.
+        for s in [
+            "/a'b",
+            "~",
+            "it's",
+            "'",
+            "''",
+            "a\\'b",
+            "$HOME *",
+            "/p/\u{e9}",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(s)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), s);
+        }
+    }
     use super::*;
-    use crate::report::{Finding, Perfdata};
+    use crate::report::{Finding, Perfdata, Subject};
+    use crate::shell_quote;
     use crate::Range;
 
     fn opts(max: usize, v: u8) -> RenderOptions<'static> {
@@ -226,6 +455,8 @@ mod tests {
             max_output: max,
             duration_secs: 0.01,
             debug: &[],
+            max_findings_series: 100,
+            timeout_secs: 10.0,
         }
     }
 
@@ -290,6 +521,50 @@ mod tests {
     }
 
     #[test]
+    fn a_full_status_line_fits_nrpe_v2_whole_with_its_last_perfdata_byte() {
+        // NRPE v2 sends 1024 bytes of which the last is NUL: 1023 bytes of text arrive.
+        let r = Report::new(Status::Critical, "y".repeat(3000))
+            .perf(Perfdata::new("stale", 7.0).min(0.0));
+        let first = first_line("X", &r);
+        assert_eq!(first.len(), 1023, "{first}");
+        assert!(first.ends_with("stale=7;;;0"), "{first}");
+    }
+
+    #[test]
+    fn long_thresholds_keep_every_perfdata_value_in_short_numbers() {
+        let w = crate::Range::parse("@1e-300:1e300").unwrap();
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..8 {
+            r = r.perf(
+                Perfdata::new(format!("value_{i}"), 1.0)
+                    .warn(Some(&w))
+                    .crit(Some(&w)),
+            );
+        }
+        let first = first_line("X", &r);
+        assert_eq!(
+            first.matches("=1;@1e-300:1e300;@1e-300:1e300").count(),
+            8,
+            "{first}"
+        );
+        assert!(!first.contains("left out"), "{first}");
+    }
+
+    #[test]
+    fn perfdata_that_cannot_fit_is_left_out_with_a_word_not_silently() {
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..60 {
+            r = r.perf(Perfdata::new(
+                format!("a_rather_long_label_number_{i}"),
+                1.0,
+            ));
+        }
+        let first = first_line("X", &r);
+        assert!(first.len() <= FIRST_LINE_MAX);
+        assert!(first.contains("perfdata values left out"), "{first}");
+    }
+
+    #[test]
     fn multibyte_summary_truncates_on_char_boundary() {
         let r = Report::new(Status::Ok, "é".repeat(2000));
         let first = first_line("X", &r);
@@ -309,17 +584,56 @@ mod tests {
         assert!(out.len() <= 500, "{}", out.len());
         let last = out.lines().last().unwrap();
         assert!(
-            last.starts_with("... and ") && last.ends_with(" more"),
+            last.starts_with("... and ") && last.ends_with(" more findings"),
             "{last}"
         );
         let shown = out.lines().filter(|l| l.starts_with("[CRITICAL]")).count();
         let more: usize = last
             .trim_start_matches("... and ")
-            .trim_end_matches(" more")
+            .trim_end_matches(" more findings")
             .parse()
             .unwrap();
         assert_eq!(shown + more, 100);
         assert!(out.lines().next().unwrap().ends_with("| n=100"));
+    }
+
+    /// The cut counts findings in the report's unit, not lines: every finding here has two
+    /// detail lines, and the notes are counted apart.
+    #[test]
+    fn more_marker_counts_findings_in_their_unit() {
+        let mut r = Report::new(Status::Critical, "many").unit("volume", "volumes");
+        for i in 0..80 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("pvc-{i} read-only"))
+                    .detail("mounted at /var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/x/mount")
+                    .detail("next: cordon the node"),
+            );
+        }
+        r = r.note("one note").note("another note");
+        let out = render(&r, Format::Nagios, &opts(2000, 0));
+        assert!(out.len() <= 2000);
+        let last = out.lines().last().unwrap();
+        let shown = out.lines().filter(|l| l.starts_with("[CRITICAL]")).count();
+        assert_eq!(
+            last,
+            format!("... and {} more volumes, 2 notes", 80 - shown)
+        );
+        // Whole findings only: the last one shown has its details.
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[lines.len() - 2].starts_with("    next:"), "{out}");
+        // Sorted by name, numbers as numbers.
+        assert!(lines[1].starts_with("[CRITICAL] pvc-0 "), "{out}");
+        assert!(lines[4].starts_with("[CRITICAL] pvc-1 "), "{out}");
+        // One left: singular.
+        let mut r = Report::new(Status::Critical, "x").unit("volume", "volumes");
+        for i in 0..2 {
+            r = r.finding(Finding::new(
+                Status::Critical,
+                format!("{i}{}", "v".repeat(300)),
+            ));
+        }
+        let out = render(&r, Format::Nagios, &opts(400, 0));
+        assert!(out.ends_with("... and 1 more volume\n"), "{out}");
     }
 
     #[test]
@@ -351,10 +665,151 @@ mod tests {
             "k8s_storage_check_max_backoff_seconds{check=\"check_ro_pvc_mounts\"} 122\n"
         ));
         assert!(out.contains("# TYPE k8s_storage_check_duration_seconds gauge"));
+        assert!(
+            out.contains("k8s_storage_check_timeout_seconds{check=\"check_ro_pvc_mounts\"} 10\n")
+        );
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(name.starts_with("k8s_storage_check_"));
             value.parse::<f64>().unwrap();
         }
+    }
+
+    fn opts_cap(max_series: usize) -> RenderOptions<'static> {
+        RenderOptions {
+            max_findings_series: max_series,
+            ..opts(4096, 0)
+        }
+    }
+
+    fn series(out: &str, metric: &str) -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn prometheus_one_series_per_non_ok_finding_with_subject_labels() {
+        let r = Report::new(Status::Critical, "x")
+            .finding(
+                Finding::new(Status::Critical, "radarr read-only")
+                    .signal("emergency_ro")
+                    .subject(
+                        Subject::new()
+                            .namespace("media")
+                            .pvc("radarr-config")
+                            .pv("pvc-1"),
+                    ),
+            )
+            .finding(
+                Finding::new(Status::Ok, "fine")
+                    .signal("rw")
+                    .subject(Subject::new().pv("pvc-2")),
+            )
+            .finding(
+                Finding::new(Status::Warning, "errors")
+                    .signal("fs_errors")
+                    .subject(Subject::new().device("sdc")),
+            );
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert_eq!(
+            series(&out, FINDING_METRIC),
+            [
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",namespace="media",pvc="radarr-config",pv="pvc-1"} 2"#,
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc"} 1"#,
+            ]
+        );
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 0\n")
+        );
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"critical\"} 1\n"
+        ));
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"warning\"} 1\n"
+        ));
+        assert!(out.contains(
+            "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"unknown\"} 0\n"
+        ));
+    }
+
+    #[test]
+    fn prometheus_finding_series_are_capped_worst_first_and_counted() {
+        let mut r = Report::new(Status::Critical, "x");
+        for i in 0..50 {
+            r = r.finding(
+                Finding::new(Status::Warning, format!("w{i}"))
+                    .signal("w")
+                    .subject(Subject::new().pv(format!("w{i}"))),
+            );
+        }
+        for i in 0..5 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("c{i}"))
+                    .signal("c")
+                    .subject(Subject::new().pv(format!("c{i}"))),
+            );
+        }
+        let out = render(&r, Format::Prometheus, &opts_cap(10));
+        let s = series(&out, FINDING_METRIC);
+        assert_eq!(s.len(), 10);
+        assert_eq!(
+            s.iter()
+                .filter(|l| l.contains("state=\"critical\""))
+                .count(),
+            5
+        );
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 45\n")
+        );
+        // A cap of 0 exports no series (and no HELP/TYPE for an empty family), only the counts.
+        let out = render(&r, Format::Prometheus, &opts_cap(0));
+        assert!(!out.contains(&format!("{FINDING_METRIC}{{")));
+        assert!(!out.contains(&format!("TYPE {FINDING_METRIC} ")));
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 55\n")
+        );
+    }
+
+    #[test]
+    fn prometheus_identical_findings_are_one_series() {
+        let f = Finding::new(Status::Critical, "a")
+            .signal("s")
+            .subject(Subject::new().pv("p"));
+        let r = Report::new(Status::Critical, "x")
+            .finding(f.clone())
+            .finding(f.clone().detail("other text, same labels"));
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert_eq!(series(&out, FINDING_METRIC).len(), 1);
+        assert!(
+            out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 0\n")
+        );
+    }
+
+    #[test]
+    fn prometheus_label_values_are_escaped() {
+        let r = Report::new(Status::Critical, "x").finding(
+            Finding::new(Status::Critical, "a")
+                .signal("s")
+                .subject(Subject::new().mount("/var/lib/a\"b\\c\nd")),
+        );
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert!(out.contains(r#"mount="/var/lib/a\"b\\c\nd"} 2"#), "{out}");
+        assert_eq!(prom_escape("a\\b\"c\nd"), r#"a\\b\"c\nd"#);
+    }
+
+    #[test]
+    fn prometheus_base_units_reserved_names_and_non_finite_values() {
+        let r = Report::new(Status::Ok, "x")
+            .perf(Perfdata::new("lag", 250.0).uom(Uom::Millis))
+            .perf(Perfdata::new("events", 7.0).uom(Uom::Counter))
+            .perf(Perfdata::new("status", 9.0))
+            .perf(Perfdata::new("ratio", f64::INFINITY));
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert!(out.contains("k8s_storage_check_lag_seconds{check=\"check_ro_pvc_mounts\"} 0.25\n"));
+        assert!(out.contains("# TYPE k8s_storage_check_events_total counter\n"));
+        assert_eq!(out.matches("k8s_storage_check_status{").count(), 1);
+        assert!(out.contains("k8s_storage_check_ratio{check=\"check_ro_pvc_mounts\"} +Inf\n"));
     }
 }

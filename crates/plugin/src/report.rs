@@ -70,6 +70,11 @@ impl Perfdata {
             max: None,
         }
     }
+    /// A value that could not be measured this run: rendered `U`, as the guidelines say, so the
+    /// label stays in the perfdata (NaN in JSON as null, in Prometheus as NaN).
+    pub fn unknown(label: impl Into<String>) -> Self {
+        Perfdata::new(label, f64::NAN)
+    }
     pub fn uom(mut self, uom: Uom) -> Self {
         self.uom = uom;
         self
@@ -116,7 +121,11 @@ impl Perfdata {
     pub fn render(&self) -> String {
         let label = self.safe_label();
         let mut fields = vec![
-            format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str()),
+            if self.value.is_nan() {
+                format!("{label}=U")
+            } else {
+                format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str())
+            },
             self.warn
                 .as_ref()
                 .map(|r| r.to_string())
@@ -135,10 +144,123 @@ impl Perfdata {
     }
 }
 
-/// One thing a check found: a line of long output (plus optional detail lines under it).
+/// What a finding is about: the node, workload and storage objects it names. Every field is
+/// optional; a check fills in whichever apply. The field names are stable and the same across
+/// checks: they are the JSON `subject` keys and the Prometheus label names of
+/// `k8s_storage_check_finding` (see [`Subject::fields`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct Subject {
+    /// Kubernetes node name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// PersistentVolumeClaim name (in `namespace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<String>,
+    /// PersistentVolume name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pv: Option<String>,
+    /// CSI driver (or in-tree plugin) name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Block device or filesystem source, e.g. `sdc`, `dm-3`, `loop7`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Mount point path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+    /// iSCSI target name (IQN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iqn: Option<String>,
+    /// iSCSI session, e.g. `session3`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Kubernetes API server (as given: URL or host:port), for checks about the API itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+}
+
+macro_rules! subject_setters {
+    ($($field:ident),*) => {
+        $(
+            #[doc = concat!("Set `", stringify!($field), "` (an empty value leaves it unset).")]
+            pub fn $field(mut self, v: impl Into<String>) -> Self {
+                let v = v.into();
+                self.$field = if v.is_empty() { None } else { Some(v) };
+                self
+            }
+        )*
+    };
+}
+
+impl Subject {
+    pub fn new() -> Self {
+        Subject::default()
+    }
+
+    subject_setters!(node, namespace, pod, pvc, pv, driver, device, mount, iqn, session, server);
+
+    /// Set a field from an `Option` (None leaves it unset): `.maybe(Subject::pv, vol.pv.as_deref())`.
+    pub fn maybe<V: Into<String>>(self, set: fn(Self, String) -> Self, v: Option<V>) -> Self {
+        match v {
+            Some(v) => set(self, v.into()),
+            None => self,
+        }
+    }
+
+    /// The set fields as (name, value), in the documented order.
+    pub fn fields(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("node", &self.node),
+            ("namespace", &self.namespace),
+            ("pod", &self.pod),
+            ("pvc", &self.pvc),
+            ("pv", &self.pv),
+            ("driver", &self.driver),
+            ("device", &self.device),
+            ("mount", &self.mount),
+            ("iqn", &self.iqn),
+            ("session", &self.session),
+            ("server", &self.server),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+        .collect()
+    }
+
+    /// True when no field is set.
+    pub fn is_empty(&self) -> bool {
+        self.fields().is_empty()
+    }
+}
+
+/// The names of every [`Subject`] field, in order: the documented, stable set.
+pub const SUBJECT_FIELDS: [&str; 11] = [
+    "node",
+    "namespace",
+    "pod",
+    "pvc",
+    "pv",
+    "driver",
+    "device",
+    "mount",
+    "iqn",
+    "session",
+    "server",
+];
+
+/// One thing a check found: a line of long output (plus optional detail lines under it), the
+/// machine-readable kind of what fired (`signal`, stable snake_case) and what it is about
+/// (`subject`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     pub status: Status,
+    /// Stable snake_case kind, e.g. `emergency_ro`, `stale_mount`, `crashloop`.
+    pub signal: &'static str,
+    pub subject: Subject,
     pub text: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
@@ -148,6 +270,8 @@ impl Finding {
     pub fn new(status: Status, text: impl Into<String>) -> Self {
         Finding {
             status,
+            signal: "",
+            subject: Subject::default(),
             text: text.into(),
             details: Vec::new(),
         }
@@ -156,6 +280,85 @@ impl Finding {
         self.details.push(d.into());
         self
     }
+    /// The machine-readable kind of this finding: lowercase snake_case, stable across releases.
+    pub fn signal(mut self, s: &'static str) -> Self {
+        debug_assert!(is_snake_case(s), "signal {s:?} is not snake_case");
+        self.signal = s;
+        self
+    }
+    pub fn subject(mut self, s: Subject) -> Self {
+        self.subject = s;
+        self
+    }
+}
+
+impl Finding {
+    /// What a finding is sorted by within its status: its subject (namespace/pvc, pv, device …
+    /// in the documented order), else its text.
+    pub fn sort_name(&self) -> String {
+        let f = self.subject.fields();
+        if f.is_empty() {
+            self.text.clone()
+        } else {
+            let mut s = f.iter().map(|(_, v)| *v).collect::<Vec<_>>().join("/");
+            s.push(' ');
+            s.push_str(&self.text);
+            s
+        }
+    }
+}
+
+/// Worst first, then by name in natural order.
+pub fn cmp_findings(a: &Finding, b: &Finding) -> std::cmp::Ordering {
+    b.status
+        .rank()
+        .cmp(&a.status.rank())
+        .then_with(|| natural_cmp(&a.sort_name(), &b.sort_name()))
+}
+
+/// Compare strings with runs of ASCII digits compared as numbers (`pvc-9` < `pvc-10`).
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let si = i;
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            let sj = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            let na = std::str::from_utf8(&a[si..i])
+                .unwrap_or("")
+                .trim_start_matches('0');
+            let nb = std::str::from_utf8(&b[sj..j])
+                .unwrap_or("")
+                .trim_start_matches('0');
+            let o = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+            if o != Ordering::Equal {
+                return o;
+            }
+        } else {
+            let o = a[i].cmp(&b[j]);
+            if o != Ordering::Equal {
+                return o;
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j))
+}
+
+/// `[a-z][a-z0-9_]*` without a trailing `_`: what a signal may be.
+pub fn is_snake_case(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && !s.ends_with('_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The complete result of one check run.
@@ -168,6 +371,10 @@ pub struct Report {
     /// Notes for the operator (shown in long output after the findings; e.g. "API cross-checks skipped").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What one finding is, singular and plural (`volume`/`volumes`): a long output cut by
+    /// `--max-output` says how many of them it hides ("... and 70 more volumes").
+    #[serde(skip)]
+    pub unit: Option<(&'static str, &'static str)>,
 }
 
 impl Report {
@@ -178,7 +385,14 @@ impl Report {
             findings: Vec::new(),
             perfdata: Vec::new(),
             notes: Vec::new(),
+            unit: None,
         }
+    }
+
+    /// Name what one finding is (singular, plural), e.g. `.unit("volume", "volumes")`.
+    pub fn unit(mut self, one: &'static str, many: &'static str) -> Self {
+        self.unit = Some((one, many));
+        self
     }
 
     /// An UNKNOWN report with a message and no perfdata.
@@ -211,10 +425,10 @@ impl Report {
             .fold(Status::Ok, |acc, f| acc.worst(f.status))
     }
 
-    /// Findings worst first, stable within a status.
+    /// Findings worst first, then by name ([`Finding::sort_name`], numbers in names compared as
+    /// numbers: `pvc-9` before `pvc-10`).
     pub fn sort_findings(&mut self) {
-        self.findings
-            .sort_by_key(|f| std::cmp::Reverse(f.status.rank()));
+        self.findings.sort_by(cmp_findings);
     }
 }
 
@@ -262,6 +476,98 @@ mod tests {
         r.sort_findings();
         let order: Vec<_> = r.findings.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(order, ["c", "b", "d", "a"]);
+        // Then by name: the subject, numbers as numbers; else the text.
+        let mut r = Report::new(Status::Critical, "s")
+            .finding(Finding::new(Status::Warning, "zz"))
+            .finding(
+                Finding::new(Status::Critical, "x")
+                    .subject(Subject::new().namespace("media").pvc("data-10")),
+            )
+            .finding(
+                Finding::new(Status::Critical, "y")
+                    .subject(Subject::new().namespace("media").pvc("data-9")),
+            )
+            .finding(Finding::new(Status::Warning, "aa"))
+            .finding(
+                Finding::new(Status::Critical, "z")
+                    .subject(Subject::new().namespace("apps").pvc("x")),
+            );
+        r.sort_findings();
+        let order: Vec<_> = r.findings.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(order, ["z", "y", "x", "aa", "zz"]);
+        assert_eq!(natural_cmp("pvc-9", "pvc-10"), std::cmp::Ordering::Less);
+        assert_eq!(natural_cmp("sdb", "sdab"), std::cmp::Ordering::Greater);
+        assert_eq!(natural_cmp("a007", "a7"), std::cmp::Ordering::Equal);
         assert_eq!(r.worst_finding(), Status::Critical);
+    }
+
+    #[test]
+    fn subject_builder_sets_named_fields_only() {
+        let s = Subject::new()
+            .namespace("media")
+            .pvc("radarr-config")
+            .pv("")
+            .maybe(Subject::node, Some("n1"))
+            .maybe(Subject::device, None::<&str>);
+        assert_eq!(
+            s.fields(),
+            [
+                ("node", "n1"),
+                ("namespace", "media"),
+                ("pvc", "radarr-config")
+            ]
+        );
+        assert!(Subject::new().is_empty());
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"node": "n1", "namespace": "media", "pvc": "radarr-config"})
+        );
+    }
+
+    #[test]
+    fn every_subject_field_is_documented_in_order() {
+        let s = Subject::new()
+            .node("a")
+            .namespace("a")
+            .pod("a")
+            .pvc("a")
+            .pv("a")
+            .driver("a")
+            .device("a")
+            .mount("a")
+            .iqn("a")
+            .session("a")
+            .server("a");
+        let names: Vec<_> = s.fields().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(names, SUBJECT_FIELDS);
+        let v = serde_json::to_value(&s).unwrap();
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        let mut want: Vec<_> = SUBJECT_FIELDS.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        let mut keys = keys;
+        keys.sort();
+        assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn finding_json_carries_signal_and_subject() {
+        let f = Finding::new(Status::Critical, "pvc-a read-only")
+            .signal("emergency_ro")
+            .subject(Subject::new().pv("pvc-a"));
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["signal"], "emergency_ro");
+        assert_eq!(v["subject"], serde_json::json!({"pv": "pvc-a"}));
+        assert_eq!(v["status"], "CRITICAL");
+    }
+
+    #[test]
+    fn snake_case_rule() {
+        for ok in ["emergency_ro", "stale_mount", "a1", "crashloop"] {
+            assert!(is_snake_case(ok), "{ok}");
+        }
+        for bad in ["", "Emergency", "a-b", "_a", "a_", "1a", "a b"] {
+            assert!(!is_snake_case(bad), "{bad}");
+        }
     }
 }

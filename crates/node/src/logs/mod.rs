@@ -9,6 +9,10 @@
 //! - [`kmsg`]: `/dev/kmsg` records, non-blocking, one `read()` per record.
 //! - [`time`]: klog/syslog headers without a year, Go `time.Time` and duration strings, RFC 3339.
 //! - [`state`]: small JSON state files written atomically, one per check and source.
+//! - [`tz`]: the zone of klog/syslog local times (`--tz`): fixed offsets, TZif files (the host's
+//!   `/etc/localtime` in container mode) with their POSIX footer rules.
+//! - [`wrap`]: lines wrapped by a container runtime (Docker json-file, CRI), detected per line,
+//!   partial lines joined.
 
 pub mod files;
 pub mod journal;
@@ -16,3 +20,5 @@ pub mod kmsg;
 pub mod scan;
 pub mod state;
 pub mod time;
+pub mod tz;
+pub mod wrap;

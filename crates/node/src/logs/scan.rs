@@ -3,13 +3,27 @@
 //! The reader fills one 1 MiB buffer; each chunk up to its last newline is searched with a
 //! `memmem` finder for the needle, and only the lines around a hit are handed to the caller.
 //! Nothing is allocated per line; memory stays constant whatever the input size. Lines longer
-//! than the buffer are cut (the part in the buffer is still searched) and the rest is skipped.
+//! than the buffer ([`LINE_MAX`], the cap of one log line) are cut (the part in the buffer is
+//! still searched), the rest is skipped, and they are counted (`overlong`).
+//!
+//! So that a source of the wrong format is not read as "nothing found", the first
+//! [`SAMPLE_LINES`] complete lines are shown to the caller's format test (`recognize`): a caller
+//! can tell "no line of this input is a log line of the kind I read" from "no hit".
 
 use memchr::memmem::Finder;
 use std::io::{self, Read};
 use std::time::Instant;
 
 pub const BUF_SIZE: usize = 1 << 20;
+
+/// The cap of one line: longer lines are cut to this and counted as overlong.
+pub const LINE_MAX: usize = BUF_SIZE;
+
+/// How many leading complete lines are shown to [`Scan::recognize`].
+pub const SAMPLE_LINES: u64 = 16;
+
+/// Bytes of a sampled line shown to [`Scan::recognize`] (formats are told by their start).
+const SAMPLE_BYTES: usize = 4096;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ScanStats {
@@ -22,6 +36,11 @@ pub struct ScanStats {
     pub hits: u64,
     /// False when the deadline stopped the scan before the end of the input.
     pub complete: bool,
+    /// Lines longer than [`LINE_MAX`] (cut and skipped).
+    pub overlong: u64,
+    /// Leading complete lines shown to [`Scan::recognize`], and how many it recognized.
+    pub sampled: u64,
+    pub recognized: u64,
 }
 
 /// Options of one scan.
@@ -31,6 +50,24 @@ pub struct Scan<'a> {
     /// Hand over a last line without its newline at end of input (stdin, a finished child);
     /// not for files still being written, whose partial last line is read next time.
     pub consume_partial_tail: bool,
+    /// The input's format test: is this line (its first 4 KiB) one of the kind the caller
+    /// reads? Applied to the first [`SAMPLE_LINES`] complete lines.
+    pub recognize: Option<fn(&[u8]) -> bool>,
+}
+
+/// Show the leading lines of `region` (complete lines, each with its newline) to the format test.
+fn sample(region: &[u8], opts: &Scan, stats: &mut ScanStats) {
+    let Some(test) = opts.recognize else { return };
+    let mut rest = region;
+    while stats.sampled < SAMPLE_LINES && !rest.is_empty() {
+        let le = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..le];
+        stats.sampled += 1;
+        if test(&line[..line.len().min(SAMPLE_BYTES)]) {
+            stats.recognized += 1;
+        }
+        rest = &rest[(le + 1).min(rest.len())..];
+    }
 }
 
 /// Scan `r`, calling `on_hit(line)` for every line (without its newline) that contains one of the
@@ -40,8 +77,30 @@ pub fn scan<R: Read>(
     r: &mut R,
     opts: &Scan,
     mut on_hit: impl FnMut(&[u8]),
+    on_last: impl FnMut(&[u8]),
+) -> io::Result<ScanStats> {
+    scan_follow(
+        r,
+        opts,
+        |l| {
+            on_hit(l);
+            false
+        },
+        on_last,
+    )
+}
+
+/// [`scan`] where `on_hit` answers whether it wants the line after this one too (a container
+/// runtime's partial line continues on the next, which need not hold the needle): while it
+/// answers true, the following lines are handed over whatever they hold, across chunk boundaries.
+/// Lines handed over that way are not counted as hits unless they hold a needle themselves.
+pub fn scan_follow<R: Read>(
+    r: &mut R,
+    opts: &Scan,
+    mut on_hit: impl FnMut(&[u8]) -> bool,
     mut on_last: impl FnMut(&[u8]),
 ) -> io::Result<ScanStats> {
+    let mut want_next = false;
     let finders: Vec<Finder> = opts.needles.iter().map(Finder::new).collect();
     let mut buf = vec![0u8; BUF_SIZE];
     let mut filled = 0usize;
@@ -90,9 +149,24 @@ pub fn scan<R: Read>(
             Some(i) => start + i + 1,
             None => start,
         };
+        // The continuation of a partial line handed over before this chunk.
+        while want_next && start < region_end {
+            let le = start
+                + memchr::memchr(b'\n', &buf[start..region_end]).expect("region ends in newline");
+            let line = &buf[start..le];
+            if finders.iter().any(|f| f.find(line).is_some()) {
+                stats.hits += 1;
+            }
+            want_next = on_hit(line);
+            stats.bytes_consumed += (le + 1 - start) as u64;
+            start = le + 1;
+        }
         if region_end > start {
             let region = &buf[start..region_end];
-            scan_region(region, &finders, &mut stats, &mut on_hit);
+            if stats.sampled < SAMPLE_LINES {
+                sample(region, opts, &mut stats);
+            }
+            want_next = scan_region(region, &finders, &mut stats, &mut on_hit);
             // The last complete line of the region.
             let body = &region[..region.len() - 1];
             let ls = memchr::memrchr(b'\n', body).map(|i| i + 1).unwrap_or(0);
@@ -103,8 +177,11 @@ pub fn scan<R: Read>(
         if eof {
             if rest > 0 && opts.consume_partial_tail {
                 let tail = &buf[region_end..end];
-                if finders.iter().any(|f| f.find(tail).is_some()) {
+                let hit = finders.iter().any(|f| f.find(tail).is_some());
+                if hit {
                     stats.hits += 1;
+                }
+                if hit || want_next {
                     on_hit(tail);
                 }
                 on_last(tail);
@@ -115,11 +192,17 @@ pub fn scan<R: Read>(
         if rest == buf.len() {
             // One line fills the whole buffer: search what we have, skip the rest of the line.
             let part = &buf[..];
-            if finders.iter().any(|f| f.find(part).is_some()) {
+            let hit = finders.iter().any(|f| f.find(part).is_some());
+            if hit {
                 stats.hits += 1;
+            }
+            if hit || want_next {
+                // The rest of the line is skipped: no continuation is asked for.
                 on_hit(part);
+                want_next = false;
             }
             stats.bytes_consumed += rest as u64;
+            stats.overlong += 1;
             skipping = true;
             filled = 0;
             continue;
@@ -129,52 +212,47 @@ pub fn scan<R: Read>(
     }
 }
 
+/// Hand over the lines of `region` (whole lines, ending in a newline) holding a needle, and the
+/// lines after one whose `on_hit` asked for them. Returns whether the last line handed over asked
+/// for the next one (which is in the next chunk).
 fn scan_region(
     region: &[u8],
     finders: &[Finder],
     stats: &mut ScanStats,
-    on_hit: &mut impl FnMut(&[u8]),
-) {
-    if finders.len() == 1 {
-        let f = &finders[0];
-        let mut from = 0usize;
-        while let Some(i) = f.find(&region[from..]) {
-            let pos = from + i;
-            let ls = memchr::memrchr(b'\n', &region[..pos])
-                .map(|j| j + 1)
-                .unwrap_or(0);
-            let le = memchr::memchr(b'\n', &region[pos..])
-                .map(|j| pos + j)
-                .unwrap_or(region.len());
-            stats.hits += 1;
-            on_hit(&region[ls..le]);
-            from = le + 1;
-            if from >= region.len() {
-                break;
-            }
-        }
-        return;
-    }
-    // Several needles: find the earliest hit of any, hand its line over, go on after it.
+    on_hit: &mut impl FnMut(&[u8]) -> bool,
+) -> bool {
     let mut from = 0usize;
     loop {
-        let pos = finders
-            .iter()
-            .filter_map(|f| f.find(&region[from..]))
-            .min()
-            .map(|i| from + i);
-        let Some(pos) = pos else { break };
+        // The earliest hit of any needle (one finder: its first hit).
+        let pos = if finders.len() == 1 {
+            finders[0].find(&region[from..])
+        } else {
+            finders.iter().filter_map(|f| f.find(&region[from..])).min()
+        }
+        .map(|i| from + i);
+        let Some(pos) = pos else { return false };
         let ls = memchr::memrchr(b'\n', &region[..pos])
             .map(|j| j + 1)
             .unwrap_or(0);
-        let le = memchr::memchr(b'\n', &region[pos..])
+        let mut le = memchr::memchr(b'\n', &region[pos..])
             .map(|j| pos + j)
             .unwrap_or(region.len());
         stats.hits += 1;
-        on_hit(&region[ls..le]);
+        let mut want_next = on_hit(&region[ls..le]);
         from = le + 1;
+        while want_next && from < region.len() {
+            le = memchr::memchr(b'\n', &region[from..])
+                .map(|j| from + j)
+                .unwrap_or(region.len());
+            let line = &region[from..le];
+            if finders.iter().any(|f| f.find(line).is_some()) {
+                stats.hits += 1;
+            }
+            want_next = on_hit(line);
+            from = le + 1;
+        }
         if from >= region.len() {
-            break;
+            return want_next;
         }
     }
 }
@@ -189,6 +267,7 @@ mod tests {
             needles,
             deadline: None,
             consume_partial_tail: tail,
+            recognize: Some(|l| l.starts_with(b"line ")),
         };
         let st = scan(
             &mut &input[..],
@@ -239,6 +318,44 @@ mod tests {
         assert_eq!(st.bytes_consumed as usize, input.len());
     }
 
+    /// A hit asking for the next line gets it (no needle in it), also when it sits in the next
+    /// chunk, and a chain of them; lines after the chain are searched as before.
+    #[test]
+    fn follow_hands_over_continuations() {
+        let run_f = |input: &[u8]| {
+            let mut got = Vec::new();
+            let opts = Scan {
+                needles: &[b"needle"],
+                deadline: None,
+                consume_partial_tail: true,
+                recognize: None,
+            };
+            let st = scan_follow(
+                &mut &input[..],
+                &opts,
+                |l| {
+                    got.push(String::from_utf8_lossy(l).into_owned());
+                    l.ends_with(b"+")
+                },
+                |_| {},
+            )
+            .unwrap();
+            (got, st)
+        };
+        let (got, st) = run_f(b"a\nneedle 1+\ncont 1+\ncont 2\nplain\nneedle 2\nz+\nq\n");
+        assert_eq!(got, ["needle 1+", "cont 1+", "cont 2", "needle 2"]);
+        assert_eq!(st.hits, 2);
+        // Across a chunk boundary: the continuation is the first line of the next chunk.
+        let mut input = vec![b'x'; BUF_SIZE - 20];
+        input.extend_from_slice(b"\nneedle here+\n");
+        input.extend_from_slice(b"continued\nafter\n");
+        let (got, _) = run_f(&input);
+        assert_eq!(got, ["needle here+", "continued"]);
+        // A partial line at the end of input.
+        let (got, _) = run_f(b"needle+\ntail");
+        assert_eq!(got, ["needle+", "tail"]);
+    }
+
     #[test]
     fn overlong_line_is_cut_not_fatal() {
         let mut input = vec![b'x'; BUF_SIZE + 100];
@@ -246,5 +363,24 @@ mod tests {
         let (hits, st) = run(&input, &[b"needle"], false);
         assert_eq!(hits, ["after needle"]);
         assert_eq!(st.bytes_consumed as usize, input.len());
+        assert_eq!((st.overlong, st.sampled, st.recognized), (1, 1, 0));
+        // A gigabyte-class line with no newline at all: cut, counted, memory stays one buffer.
+        let (hits, st) = run(&vec![0u8; 3 * BUF_SIZE + 5], &[b"needle"], false);
+        assert!(hits.is_empty());
+        assert_eq!((st.overlong, st.sampled), (1, 0));
+    }
+
+    #[test]
+    fn leading_lines_are_sampled_for_the_format() {
+        let mut input = Vec::new();
+        for i in 0..40 {
+            input.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        let (_, st) = run(&input, &[b"x"], false);
+        assert_eq!((st.sampled, st.recognized), (SAMPLE_LINES, SAMPLE_LINES));
+        let (_, st) = run(b"garbage\nline 1\npartial", &[b"x"], false);
+        assert_eq!((st.sampled, st.recognized), (2, 1));
+        let (_, st) = run(b"partial only", &[b"x"], false);
+        assert_eq!(st.sampled, 0);
     }
 }
