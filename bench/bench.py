@@ -15,10 +15,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-BIN = ROOT / "target" / os.environ.get("CARGO_BUILD_TARGET", "x86_64-unknown-linux-musl") / "release"
+# bench/run sets both from ./build-static, the one place that knows where release binaries are.
+BIN = Path(os.environ.get("BENCH_BIN_DIR") or ROOT / "target" / "x86_64-unknown-linux-musl" / "release")
 # Static glibc builds of the same checks, when present (bench/run --with-glibc builds them): shown
 # beside the musl ones so the choice of libc is measured, not asserted.
-GLIBC_BIN = ROOT / "target" / "x86_64-unknown-linux-gnu" / "release"
+GLIBC_BIN = Path(os.environ.get("BENCH_GLIBC_BIN_DIR") or ROOT / "target" / "x86_64-unknown-linux-gnu" / "release")
 STDOUT = OUT / "stdout"
 sys.path.insert(0, str(ROOT / "bench"))
 

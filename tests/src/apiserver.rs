@@ -107,6 +107,41 @@ pub enum Fault {
     Slow(Duration),
     /// Accept, then close the connection without answering.
     Drop,
+    /// 200 with one list of at least this many bytes, whatever was asked: a server (or a proxy
+    /// in between) that ignores `limit` and sends everything at once. The items are pods of
+    /// another node, padded with a long annotation.
+    IgnoresLimit(usize),
+}
+
+/// A `PodList` of at least `bytes` bytes, no `continue` (built once per size).
+pub fn huge_list(bytes: usize) -> Vec<u8> {
+    static CACHE: Mutex<Option<(usize, Arc<Vec<u8>>)>> = Mutex::new(None);
+    let mut c = CACHE.lock().unwrap();
+    if let Some((n, b)) = c.as_ref() {
+        if *n == bytes {
+            return b.as_ref().clone();
+        }
+    }
+    let pad = "x".repeat(16 * 1024);
+    let mut out =
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#
+            .to_vec();
+    let mut i = 0u64;
+    while out.len() < bytes {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(
+            format!(
+                r#"{{"metadata":{{"name":"filler-{i}","namespace":"default","uid":"u-filler-{i}","annotations":{{"pad":"{pad}"}}}},"spec":{{"nodeName":"elsewhere"}},"status":{{"phase":"Running"}}}}"#
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    out.extend_from_slice(b"]}");
+    *c = Some((bytes, Arc::new(out.clone())));
+    out
 }
 
 /// What handlers can reach: the object store and the server's resource version counter.
@@ -422,6 +457,36 @@ impl ApiServer {
         self.route(
             "/apis/storage.k8s.io/v1/volumeattachments",
             list("volumeattachments", "VolumeAttachmentList", META),
+        );
+        // Nodes: those set as "nodes", and every node a pod is bound to (a real cluster has a
+        // Node object for each).
+        self.route(
+            "/api/v1/nodes",
+            Arc::new(|_req: &Request, ctx: &Ctx| {
+                let rv = ctx.rv.load(Ordering::SeqCst).to_string();
+                Response::json(
+                    200,
+                    &serde_json::json!({
+                        "kind": "NodeList",
+                        "apiVersion": "v1",
+                        "metadata": {"resourceVersion": rv},
+                        "items": nodes_of(ctx),
+                    }),
+                )
+            }),
+        );
+        self.route(
+            "/api/v1/nodes/{name}",
+            Arc::new(|req: &Request, ctx: &Ctx| {
+                let name = req.param("name").unwrap();
+                nodes_of(ctx)
+                    .into_iter()
+                    .find(|o| o["metadata"]["name"] == name)
+                    .map(|o| Response::json(200, &o))
+                    .unwrap_or_else(|| {
+                        Response::status(404, "NotFound", &format!("nodes \"{name}\" not found"))
+                    })
+            }),
         );
         self.route(
             "/api/v1/namespaces/{ns}/{resource}/{name}",
@@ -838,6 +903,14 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
                 ..Default::default()
             }
         }
+        Some(Fault::IgnoresLimit(bytes)) if req.user.is_some() => {
+            return Response {
+                status: 200,
+                content_type: "application/json".into(),
+                body: huge_list(*bytes),
+                ..Default::default()
+            }
+        }
         Some(Fault::Garbage) => {
             return Response {
                 status: 200,
@@ -958,6 +1031,24 @@ fn label_match(obj: &Value, sel: &str) -> bool {
 
 /// A standard list: namespace from the path, labelSelector, fieldSelector (only `fields`),
 /// `limit`/`continue` pagination with opaque-looking tokens.
+/// The Node objects of the store: those set as `nodes`, plus one per node a pod is bound to.
+fn nodes_of(ctx: &Ctx) -> Vec<Value> {
+    let mut nodes = ctx.objects("nodes");
+    for p in ctx.objects("pods") {
+        let Some(n) = p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if !nodes.iter().any(|o| o["metadata"]["name"] == n) {
+            nodes.push(serde_json::json!({
+                "kind": "Node",
+                "apiVersion": "v1",
+                "metadata": {"name": n, "uid": format!("node-{n}")},
+            }));
+        }
+    }
+    nodes
+}
+
 pub fn list_handler(
     req: &Request,
     ctx: &Ctx,

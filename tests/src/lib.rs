@@ -1,7 +1,7 @@
 //! End-to-end harness: runs the release-built binaries as an operator would, against real things
 //! (loop-device filesystems in a private mount namespace, FUSE daemons, NRPE, the test API server).
 //!
-//! - [`bin`] builds the release binaries once per test process (`cargo build --release --bins`)
+//! - [`bin`] builds the release binaries once per test process (`./build-static`)
 //!   and returns a binary's path; `E2E_BIN_DIR` points at prebuilt ones instead.
 //! - [`run`] / [`Cmd`] run a binary and check the plugin protocol on its answer.
 //! - [`need_root`] decides whether a privileged test can run: not root → `skipped: needs root`,
@@ -30,7 +30,10 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Directory holding the release binaries, built once per test process.
+/// Directory holding the release binaries, built once per test process by `./build-static
+/// --no-install` (the one place that decides the release target: static musl when its target is
+/// installed, else static glibc; it never installs a toolchain target from a test run).
+/// `E2E_BIN_DIR` points at prebuilt ones instead.
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -38,20 +41,19 @@ pub fn bin_dir() -> PathBuf {
             return PathBuf::from(d);
         }
         let root = workspace_root();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let out = Command::new("sh")
             .current_dir(&root)
-            .args(["build", "--release", "--workspace", "--bins", "--quiet"])
-            .status()
-            .expect("run cargo build --release");
-        assert!(status.success(), "cargo build --release failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"));
-        // .cargo/config.toml's build target, unless overridden the way cargo reads it.
-        let triple = std::env::var("CARGO_BUILD_TARGET")
-            .unwrap_or_else(|_| "x86_64-unknown-linux-musl".to_string());
-        target.join(triple).join("release")
+            .args(["build-static", "--no-install", "--quiet"])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run ./build-static");
+        assert!(out.status.success(), "./build-static failed");
+        let stdout = String::from_utf8(out.stdout).expect("build-static prints a UTF-8 path");
+        let dir = stdout
+            .lines()
+            .last()
+            .expect("build-static prints the binaries' directory");
+        PathBuf::from(dir)
     })
     .clone()
 }
@@ -172,6 +174,10 @@ impl Cmd {
     }
     pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Cmd {
         self.cmd.env(k, v);
+        self
+    }
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cmd.current_dir(dir);
         self
     }
     pub fn env_remove(mut self, k: &str) -> Cmd {
@@ -432,5 +438,51 @@ pub fn sha256_hex(s: &str) -> String {
         .to_string()
 }
 
+/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd), debootstrapped once and
+/// cached under `<target>/container-emu/` (`E2E_DEBIAN_MIRROR` overrides the mirror). Shared by
+/// the container-mode test (the NRPE image's base) and the package test (a fresh machine to
+/// install the .deb on, through an overlay: the cache itself is never changed).
+pub fn debian_nrpe_base() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
+    let dir = target.join("container-emu/debian-bookworm-nrpe");
+    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
+    let stamp_file = dir.join(".k8s-storage-checks-base");
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
+        return dir;
+    }
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mirror = std::env::var("E2E_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
+    eprintln!(
+        "debootstrapping Debian bookworm + nagios-nrpe-server into {} (a few minutes, once)",
+        dir.display()
+    );
+    let st = Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=nagios-nrpe-server,systemd",
+            "bookworm",
+        ])
+        .arg(&tmp)
+        .arg(&mirror)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run debootstrap");
+    assert!(st.success(), "debootstrap failed (mirror {mirror})");
+    std::fs::rename(&tmp, &dir).unwrap();
+    std::fs::write(&stamp_file, stamp).unwrap();
+    eprintln!("debootstrap done");
+    dir
+}
+
 /// bindfs FUSE mounts with known daemons (dead and hung mounts).
 pub mod fuse;
+
+/// Real monitoring engines: daemons, the incidents' node, the shipped commands for it.
+pub mod engines;
+/// An Alertmanager webhook receiver on loopback.
+pub mod webhook;

@@ -32,6 +32,108 @@ const UNITS: [&str; 2] = [
     "/etc/systemd/system/k8s-storage-checks-textfile.timer",
 ];
 const JOURNAL_GROUP: &str = "systemd-journal";
+const SUDOERS: &str = "/etc/sudoers.d/k8s-storage-checks";
+const TMPFILES: &str = "/etc/tmpfiles.d/k8s-storage-checks.conf";
+/// The checks' run directory (stuck-probe markers): the agent's, 0750.
+const RUN_DIR: &str = "/run/k8s-storage-checks";
+/// The checks that run with more privilege than the agent user (file capabilities in caps mode,
+/// a sudo rule in sudo mode), with the role's default capabilities.
+const PRIVILEGED: [(&str, &str); 3] = [
+    ("check_ro_pvc_mounts", "cap_dac_read_search"),
+    ("check_stale_csi_mounts", "cap_dac_read_search"),
+    ("check_storage_kernel_errors", "cap_syslog"),
+];
+
+fn is_privileged(check: &str) -> bool {
+    PRIVILEGED.iter().any(|(c, _)| *c == check)
+}
+
+/// The numeric id of a group (getent).
+fn gid_of(group: &str) -> u32 {
+    let out = Cmd::new("getent").args(["group", group]).run();
+    assert_eq!(out.code, 0, "no group {group}: {out:?}");
+    out.stdout
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Only the agent may run a privileged binary: root:<agent group> 0750; every other binary
+/// root:root 0755.
+fn assert_installed_modes(plugin_dir: &Path, checks: &[String], agent_group: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let agent_gid = gid_of(agent_group);
+    for c in checks {
+        let p = plugin_dir.join(c);
+        let m = std::fs::metadata(&p).unwrap();
+        let (want_mode, want_gid) = if is_privileged(c) {
+            (0o750, agent_gid)
+        } else {
+            (0o755, 0)
+        };
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (0, want_gid, want_mode),
+            "{}: owner, group, mode (privileged: {})",
+            p.display(),
+            is_privileged(c)
+        );
+    }
+}
+
+/// A user outside the agent's group cannot even execute a privileged binary; the others run.
+fn assert_outsider_refused(ns: &Ns, plugin_dir: &Path, checks: &[String]) {
+    for c in checks {
+        let out = ns
+            .cmd("setpriv")
+            .args([
+                "--reuid",
+                "nobody",
+                "--regid",
+                "nogroup",
+                "--clear-groups",
+                "--",
+                // Through a shell: setpriv itself still holds root's capabilities at its own
+                // execve (the kernel drops them there), so it would pass the permission check.
+                "sh",
+                "-c",
+                "exec \"$0\" --help",
+            ])
+            .arg(plugin_dir.join(c))
+            .run();
+        if is_privileged(c) {
+            assert!(
+                out.code != 0 && out.stderr.contains("Permission denied") && out.stdout.is_empty(),
+                "{c}: a user outside the agent group ran it: {out:?}"
+            );
+        } else {
+            assert!(
+                out.code == 0 || out.code == 3,
+                "{c}: an unprivileged check must run for anyone: {out:?}"
+            );
+            assert!(out.stdout.contains("Usage"), "{c}: {out:?}");
+        }
+    }
+}
+
+/// `promtool check metrics` on a textfile-collector file: valid exposition format.
+fn assert_promtool_accepts(file: &Path) {
+    let text = std::fs::read(file).unwrap();
+    let out = Cmd::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(text.clone())
+        .run();
+    assert_eq!(
+        out.code,
+        0,
+        "promtool check metrics rejects {}:\n{}\n{out:?}",
+        file.display(),
+        String::from_utf8_lossy(&text)
+    );
+}
 /// The PV of the kubelet failure in the test's journal.
 const JOURNAL_PV: &str = "pvc-deploy-journal";
 
@@ -147,7 +249,16 @@ impl Machine {
             .map(|c| Path::new(PLUGIN_DIR).join(c))
             .collect();
         remove.push(Path::new(NRPE_D).join(NRPE_FILE));
-        for p in [STATE_DIR, KUBECONFIG_DIR, WRAPPER, UNITS[0], UNITS[1]] {
+        for p in [
+            STATE_DIR,
+            KUBECONFIG_DIR,
+            WRAPPER,
+            UNITS[0],
+            UNITS[1],
+            SUDOERS,
+            TMPFILES,
+            RUN_DIR,
+        ] {
             if !Path::new(p).exists() {
                 remove.push(PathBuf::from(p));
             }
@@ -360,16 +471,38 @@ fn nrpe_commands(text: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn role_installs_the_suite_and_nrpe_answers_every_check() {
-    let t = "role_installs_the_suite_and_nrpe_answers_every_check";
+    role_on_this_machine(
+        "role_installs_the_suite_and_nrpe_answers_every_check",
+        "caps",
+    );
+}
+
+/// The same in sudo mode: the privileged checks run through `sudo -n` under the exact sudoers
+/// rules, from NRPE and from the textfile wrapper alike (its `--format prometheus` lines too).
+#[test]
+fn role_in_sudo_mode_installs_the_suite_and_nrpe_answers_every_check() {
+    role_on_this_machine(
+        "role_in_sudo_mode_installs_the_suite_and_nrpe_answers_every_check",
+        "sudo",
+    );
+}
+
+/// The role on this machine's real paths in `mode` (caps or sudo), the real NRPE daemon as
+/// nagios and the real check_nrpe against every command, the textfile timer's command as nagios.
+fn role_on_this_machine(t: &str, mode: &str) {
     if !need_root(t)
         || !need_tool(t, "ansible-playbook")
         || !need_tool(t, "/usr/sbin/nrpe")
         || !need_tool(t, CHECK_NRPE)
         || !need_tool(t, "setcap")
+        || !need_tool(t, "promtool")
+        || !need_tool(t, "systemd-tmpfiles")
         || !need_tool(t, e2e::logs::JOURNAL_REMOTE)
+        || (mode == "sudo" && !need_tool(t, "sudo"))
     {
         return;
     }
+    let caps_mode = mode == "caps";
     let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let checks = all_checks();
     assert!(!checks.is_empty());
@@ -458,6 +591,7 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         "k8s_storage_checks_kubelet_roots": [kroot],
         "k8s_storage_checks_kubeconfig_content": kubeconfig,
         "k8s_storage_checks_node_name": NODE,
+        "k8s_storage_checks_privilege_mode": mode,
         // No init system runs here: the test starts its own NRPE daemon instead.
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_textfile_enabled": true,
@@ -480,14 +614,14 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
     // What landed on disk.
     let rendered = std::fs::read_to_string(Path::new(NRPE_D).join(NRPE_FILE)).unwrap();
     let commands = nrpe_commands(&rendered);
+    assert_installed_modes(Path::new(PLUGIN_DIR), &checks, "nagios");
     for c in &checks {
-        let p = Path::new(PLUGIN_DIR).join(c);
-        let meta = std::fs::metadata(&p).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o7777, 0o755, "{}", p.display());
         let cmd = commands
             .get(c)
             .unwrap_or_else(|| panic!("no NRPE command for {c}:\n{rendered}"));
-        assert!(cmd.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
+        // (sudo mode: the privileged ones behind "sudo -n", asserted below.)
+        let bare = cmd.strip_prefix("/usr/bin/sudo -n ").unwrap_or(cmd);
+        assert!(bare.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
         assert!(!cmd.contains("$ARG"), "{cmd}");
     }
     // The kubeconfig goes exactly to the checks whose --help lists --kubeconfig (the role reads
@@ -511,25 +645,49 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             .run()
             .stdout
     };
-    for (c, cap) in [
-        ("check_ro_pvc_mounts", "cap_dac_read_search"),
-        ("check_stale_csi_mounts", "cap_dac_read_search"),
-        ("check_storage_kernel_errors", "cap_syslog"),
-    ] {
-        if checks.iter().any(|x| x == c) {
-            assert!(caps(c).contains(&format!("{cap}=ep")), "{c}: {}", caps(c));
+    for c in &checks {
+        match PRIVILEGED.iter().find(|(p, _)| p == c) {
+            Some((_, cap)) if caps_mode => {
+                assert!(caps(c).contains(&format!("{cap}=ep")), "{c}: {}", caps(c));
+            }
+            _ => assert!(!caps(c).contains("cap_"), "{c} should have no capability"),
         }
+        // sudo mode: exactly the privileged checks go through sudo.
+        assert_eq!(
+            commands[c].starts_with("/usr/bin/sudo -n "),
+            !caps_mode && is_privileged(c),
+            "{c}: {}",
+            commands[c]
+        );
     }
-    for c in checks.iter().filter(|c| {
-        ![
-            "check_ro_pvc_mounts",
-            "check_stale_csi_mounts",
-            "check_storage_kernel_errors",
-        ]
-        .contains(&c.as_str())
-    }) {
-        assert!(!caps(c).contains("cap_"), "{c} should have no capability");
-    }
+    assert_eq!(Path::new(SUDOERS).exists(), !caps_mode, "{SUDOERS}");
+    // The run directory (stuck-probe markers): the agent's, 0750, and declared to tmpfiles.d so
+    // that it comes back after a reboot; systemd-tmpfiles itself recreates it from the snippet.
+    let assert_run_dir = || {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(RUN_DIR).unwrap();
+        let nagios_uid: u32 = Cmd::new("id")
+            .args(["-u", "nagios"])
+            .run()
+            .stdout
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(m.is_dir());
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (nagios_uid, gid_of("nagios"), 0o750),
+            "{RUN_DIR}"
+        );
+    };
+    assert_run_dir();
+    std::fs::remove_dir(RUN_DIR).unwrap();
+    let tmpfiles = Cmd::new("systemd-tmpfiles")
+        .arg("--create")
+        .arg(TMPFILES)
+        .run();
+    assert_eq!(tmpfiles.code, 0, "{tmpfiles:?}");
+    assert_run_dir();
     let kc = Path::new(KUBECONFIG_DIR).join("kubeconfig");
     let meta = std::fs::metadata(&kc).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o440);
@@ -594,9 +752,11 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         out.assert_status("KUBELET_NESTED_OPS", 3);
         assert!(out.first_line().contains(JOURNAL_GROUP), "{out:?}");
     }
+    // Only the agent's group may run the privileged binaries at all.
+    assert_outsider_refused(&ns, Path::new(PLUGIN_DIR), &checks);
     // The capability is what makes it work: the same binary without it, as nagios, cannot stat
     // the PV's mount point.
-    if checks.iter().any(|c| c == "check_ro_pvc_mounts") {
+    if caps_mode && checks.iter().any(|c| c == "check_ro_pvc_mounts") {
         let nocap = work.path().join("check_ro_pvc_mounts.nocap");
         std::fs::copy(bin_dir().join("check_ro_pvc_mounts"), &nocap).unwrap();
         std::fs::set_permissions(&nocap, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -665,8 +825,20 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
         .run();
     assert_eq!(none.code, 3, "{none:?}");
 
-    // The Prometheus textfile wrapper, as the timer would run it (as nagios): one file per
-    // check, complete, no temp files left behind.
+    // The Prometheus textfile timer's command, exactly as its service runs it (User=, Group=,
+    // ExecStart= of the rendered unit): one file per check, complete, valid for promtool, no
+    // temp files left behind (in sudo mode through the sudoers rules of its own command lines).
+    let unit = std::fs::read_to_string(UNITS[0]).unwrap();
+    let unit_value = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in {unit}"))
+            .to_string()
+    };
+    assert_eq!(unit_value("User"), "nagios");
+    assert_eq!(unit_value("Group"), "nagios");
+    let exec_start = unit_value("ExecStart");
+    assert!(exec_start.starts_with(WRAPPER), "{exec_start}");
     let wrap = ns
         .cmd("setpriv")
         .args([
@@ -676,11 +848,11 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             "nagios",
             "--init-groups",
             "--",
-            WRAPPER,
         ])
-        .arg(&textfile_dir)
+        .args(exec_start.split_whitespace())
         .run();
     assert_eq!(wrap.code, 0, "{wrap:?}");
+    assert!(wrap.stderr.is_empty(), "the wrapper complained: {wrap:?}");
     let mut names: Vec<String> = std::fs::read_dir(&textfile_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -702,6 +874,8 @@ fn role_installs_the_suite_and_nrpe_answers_every_check() {
             text.contains(&format!("k8s_storage_check_status{{check=\"{c}\"}} ")),
             "{c}: {text}"
         );
+        assert!(!text.to_lowercase().contains("usage error"), "{c}: {text}");
+        assert_promtool_accepts(&textfile_dir.join(format!("k8s_storage_checks_{c}.prom")));
     }
 
     // The timer's units parse (systemd-analyze verify works without systemd as init).
@@ -867,6 +1041,8 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
         "k8s_storage_checks_privilege_mode": "sudo",
         "k8s_storage_checks_sudoers_file": p("etc/sudoers.d/k8s-storage-checks"),
         "k8s_storage_checks_state_dir": p("var/lib/k8s-storage-checks"),
+        "k8s_storage_checks_run_dir": p("run/k8s-storage-checks"),
+        "k8s_storage_checks_tmpfiles_dir": p("etc/tmpfiles.d"),
         "k8s_storage_checks_kubeconfig": p("etc/k8s-storage-checks/kubeconfig"),
         // A space and a ':' exercise the shell quoting (nrpe.d) and the sudoers escaping alike.
         "k8s_storage_checks_kubelet_roots": ["/var/lib/kubelet", "/srv/my kubelet"],
@@ -880,7 +1056,9 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     let s = stats(&out, &doc);
     assert!(s["changed"].as_u64().unwrap() > 0);
 
-    // Binaries in the other plugin dir, without capabilities (sudo mode).
+    // Binaries in the other plugin dir, without capabilities (sudo mode); the ones with a sudo
+    // rule only for root and the NRPE group.
+    assert_installed_modes(&root.join("usr/lib64/nagios/plugins"), &checks, "nagios");
     for c in &checks {
         let b = root.join("usr/lib64/nagios/plugins").join(c);
         assert!(b.exists(), "{}", b.display());
@@ -1271,6 +1449,8 @@ fn rbac_grants_only_what_the_checks_read() {
     granted.sort();
     let want: Vec<(String, String)> = [
         ("", "events"),
+        // The stuck-pod checks prove a node without pods exists (kube::nodes).
+        ("", "nodes"),
         ("", "persistentvolumes"),
         ("", "pods"),
         ("events.k8s.io", "events"),
@@ -1314,4 +1494,238 @@ fn rbac_grants_only_what_the_checks_read() {
     }
     assert_eq!(by_kind("ClusterRoleBinding").len(), 1);
     assert_eq!(by_kind("RoleBinding").len(), 1);
+}
+
+/// A fresh Debian host (debootstrap minbase with only what Ansible needs to manage it: python3,
+/// python3-apt for check mode's package task, sudo for `become`), made once and cached under
+/// target/ like container_mode.rs's image base.
+fn fresh_host_rootfs() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
+    let dir = target.join("container-emu/debian-bookworm-fresh");
+    let stamp = "bookworm minbase python3,python3-apt,sudo";
+    let stamp_file = dir.join(".k8s-storage-checks-base");
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
+        return dir;
+    }
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    let mirror = std::env::var("E2E_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
+    let st = Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=python3,python3-apt,sudo",
+            "bookworm",
+        ])
+        .arg(&tmp)
+        .arg(&mirror)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run debootstrap");
+    assert!(st.success(), "debootstrap failed (mirror {mirror})");
+    std::fs::rename(&tmp, &dir).unwrap();
+    std::fs::write(&stamp_file, stamp).unwrap();
+    dir
+}
+
+/// Every path of a root file system with its type, mode, owner and size (what a run that
+/// changes nothing must leave as it was), leaving out Ansible's own temp files.
+fn tree_listing(root: &Path) -> Vec<String> {
+    let out = Cmd::new("find")
+        .arg(root)
+        .args([
+            "-xdev",
+            "-path",
+            "*/root/.ansible",
+            "-prune",
+            "-o",
+            "-path",
+            "*/tmp/*",
+            "-prune",
+            "-o",
+            "-printf",
+            "%P %y %m %U:%G %s\n",
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let mut v: Vec<String> = out.stdout.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// `ansible-playbook --check` of the example playbook, as its README says to run it, against a
+/// fresh host where nothing of the suite (not even NRPE) is installed yet: it must pass, report
+/// what it would install, and change nothing.
+#[test]
+fn example_playbook_in_check_mode_on_a_fresh_host() {
+    let t = "example_playbook_in_check_mode_on_a_fresh_host";
+    if !need_root(t)
+        || !need_tool(t, "ansible-playbook")
+        || !need_tool(t, "debootstrap")
+        || !need_tool(t, "chroot")
+    {
+        return;
+    }
+    let checks = all_checks();
+    let bins = bin_dir();
+    let root = fresh_host_rootfs();
+    // An iSCSI node (the example manages iscsid.conf): open-iscsi's file, nothing else.
+    let iscsid = root.join("etc/iscsi/iscsid.conf");
+    if !iscsid.exists() {
+        std::fs::create_dir_all(iscsid.parent().unwrap()).unwrap();
+        std::fs::write(
+            &iscsid,
+            "node.startup = manual\nnode.session.timeo.replacement_timeout = 120\n",
+        )
+        .unwrap();
+    }
+    for p in [
+        "usr/lib/nagios",
+        "etc/nagios",
+        "etc/sudoers.d/k8s-storage-checks",
+    ] {
+        assert!(!root.join(p).exists(), "the fresh host has {p}: not fresh");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let inventory = work.path().join("inventory");
+    std::fs::write(
+        &inventory,
+        format!(
+            "[k8s_nodes]\nfresh-node ansible_connection=community.general.chroot ansible_host={} ansible_python_interpreter=/usr/bin/python3\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    // The kubeconfig the README's command line passes (deploy/README.md makes a real one).
+    let kubeconfig = work.path().join("k8s-storage-checks.kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let before = tree_listing(&root);
+    let playbook = workspace_root().join("ansible/playbook.yml");
+    let mut cmd = Cmd::new("ansible-playbook")
+        .arg("-i")
+        .arg(&inventory)
+        .arg(&playbook)
+        .args(["--check", "--diff", "-e"])
+        .arg(format!(
+            "k8s_storage_checks_kubeconfig_src={}",
+            kubeconfig.display()
+        ));
+    // The playbook takes the binaries from the repository's build directory; only when this
+    // test's binaries are elsewhere (E2E_BIN_DIR) is that overridden.
+    let default_bins = workspace_root().join("target/x86_64-unknown-linux-musl/release");
+    if bins != default_bins {
+        cmd = cmd
+            .arg("-e")
+            .arg(format!("k8s_storage_checks_src_dir={}", bins.display()));
+    }
+    let out = cmd
+        .env(
+            "ANSIBLE_CONFIG",
+            workspace_root().join("ansible/ansible.cfg"),
+        )
+        .env("ANSIBLE_STDOUT_CALLBACK", "json")
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_RETRY_FILES_ENABLED", "0")
+        .run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.code, 0,
+        "ansible-playbook --check failed on a fresh host:\n{}\n{}",
+        out.stdout, out.stderr
+    );
+    let s = &doc["stats"]["fresh-node"];
+    assert_eq!(s["failures"], 0, "{s}");
+    assert_eq!(s["unreachable"], 0, "{s}");
+    assert!(s["changed"].as_u64().unwrap_or(0) > 0, "{s}");
+    // It reports the installs it would make: the package, each binary, the NRPE commands.
+    let changed = changed_tasks_of(&doc, "fresh-node");
+    for task in [
+        "Install the NRPE server package",
+        "Copy the binaries from the build directory",
+        "Render the NRPE commands file",
+        "Create the run directory of the checks",
+    ] {
+        assert!(
+            changed.iter().any(|n| n.ends_with(task)),
+            "--check does not report {task:?}: {changed:?}"
+        );
+    }
+    assert!(!checks.is_empty());
+    // And it changed nothing.
+    let after = tree_listing(&root);
+    let gone: Vec<&String> = before.iter().filter(|l| !after.contains(l)).collect();
+    let new: Vec<&String> = after.iter().filter(|l| !before.contains(l)).collect();
+    assert!(
+        gone.is_empty() && new.is_empty(),
+        "--check changed the host: removed/changed {gone:?}, added {new:?}"
+    );
+}
+
+/// Names of the tasks that reported a change for `host`.
+fn changed_tasks_of(doc: &Value, host: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for play in doc["plays"].as_array().into_iter().flatten() {
+        for t in play["tasks"].as_array().into_iter().flatten() {
+            if t["hosts"][host]["changed"] == true {
+                v.push(t["task"]["name"].as_str().unwrap_or("?").to_string());
+            }
+        }
+    }
+    v
+}
+
+/// `make install` (staged under DESTDIR) puts the privileged binaries root:<agent group> 0750
+/// and the others root:root 0755, and declares the run directory to tmpfiles.d;
+/// `make install-caps` gives the privileged ones exactly their capabilities.
+#[test]
+fn make_install_gives_only_the_agent_the_privileged_binaries() {
+    let t = "make_install_gives_only_the_agent_the_privileged_binaries";
+    if !need_root(t) || !need_tool(t, "make") || !need_tool(t, "setcap") {
+        return;
+    }
+    let checks = all_checks();
+    let bins = bin_dir();
+    let work = tempfile::tempdir().unwrap();
+    let dest = work.path().join("stage");
+    let make = |target: &str| {
+        // -o all: the binaries are built already (by this test process).
+        Cmd::new("make")
+            .arg("-C")
+            .arg(workspace_root())
+            .args(["-o", "all", target])
+            .arg(format!("DESTDIR={}", dest.display()))
+            .arg(format!("BIN={}", bins.display()))
+            .args(["AGENT_USER=nagios", "AGENT_GROUP=nagios"])
+            .run()
+    };
+    let out = make("install");
+    assert_eq!(out.code, 0, "{out:?}");
+    let plugins = dest.join("usr/lib/nagios/plugins");
+    assert_installed_modes(&plugins, &checks, "nagios");
+    let tmpfiles =
+        std::fs::read_to_string(dest.join("etc/tmpfiles.d/k8s-storage-checks.conf")).unwrap();
+    assert!(
+        tmpfiles
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["d", RUN_DIR, "0750", "nagios", "nagios", "-"]),
+        "{tmpfiles}"
+    );
+    let out = make("install-caps");
+    assert_eq!(out.code, 0, "{out:?}");
+    for c in &checks {
+        let got = Cmd::new("getcap").arg(plugins.join(c)).run().stdout;
+        match PRIVILEGED.iter().find(|(p, _)| p == c) {
+            Some((_, cap)) => assert!(got.contains(&format!("{cap}=ep")), "{c}: {got}"),
+            None => assert!(!got.contains("cap_"), "{c}: {got}"),
+        }
+    }
+    // Installing again replaces the files (and so drops their capabilities), keeping the modes.
+    let out = make("install");
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_installed_modes(&plugins, &checks, "nagios");
 }

@@ -320,6 +320,8 @@ enum ApiFault {
     Dropped,
     WrongCa,
     ExpiredCert,
+    /// One answer of 80 MiB whatever was asked (issue 16: a server that ignores `limit`).
+    IgnoresLimit,
 }
 
 const API_FAULTS: &[(ApiFault, i32, &str)] = &[
@@ -334,6 +336,7 @@ const API_FAULTS: &[(ApiFault, i32, &str)] = &[
     (ApiFault::Dropped, 3, ""),
     (ApiFault::WrongCa, 3, "certificate"),
     (ApiFault::ExpiredCert, 3, ""),
+    (ApiFault::IgnoresLimit, 3, "more than 64 MiB"),
 ];
 
 /// A kubeconfig for `srv` with the fault applied (server side faults are armed on `srv`), and
@@ -367,6 +370,7 @@ fn faulty_kubeconfig(srv: &ApiServer, f: ApiFault) -> (PathBuf, Vec<String>) {
                 ApiFault::Truncated => Fault::Truncated,
                 ApiFault::Garbage => Fault::Garbage,
                 ApiFault::Dropped => Fault::Drop,
+                ApiFault::IgnoresLimit => Fault::IgnoresLimit(80 << 20),
                 _ => unreachable!(),
             });
             (kc, vec![])
@@ -520,6 +524,14 @@ enum FileFault {
     Huge,
     /// The good content with invalid UTF-8 bytes inside every line.
     NonUtf8,
+    /// `/dev/zero`: endless NUL bytes from a character device (issue 16: memory must stay
+    /// bounded, the answer a clear UNKNOWN within -t).
+    DevZero,
+    /// Random bytes with newlines: no record or line of any format.
+    Garbage,
+    /// A syslog-format kern.log full of EXT4 errors (what `--kmsg` must not silently read as
+    /// "no records").
+    SyslogKern,
 }
 
 const FILE_FAULTS: &[FileFault] = &[
@@ -529,6 +541,9 @@ const FILE_FAULTS: &[FileFault] = &[
     FileFault::Truncated,
     FileFault::Huge,
     FileFault::NonUtf8,
+    FileFault::DevZero,
+    FileFault::Garbage,
+    FileFault::SyslogKern,
 ];
 
 /// The faulty version of `good` at `dir/name`.
@@ -554,6 +569,28 @@ fn faulty_file(dir: &Path, name: &str, good: &[u8], f: FileFault) -> PathBuf {
             // zeros (0.4 s idle, over 2 s with both cores busy), which would otherwise be charged
             // to the check's -t and make the row depend on the machine's load.
             std::io::copy(&mut std::fs::File::open(&p).unwrap(), &mut std::io::sink()).unwrap();
+        }
+        FileFault::DevZero => return PathBuf::from("/dev/zero"),
+        FileFault::Garbage => {
+            // A fixed xorshift stream: reproducible, no line of any format.
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let v: Vec<u8> = (0..200_000)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 97 == 96 {
+                        b'\n'
+                    } else {
+                        (x >> 24) as u8
+                    }
+                })
+                .collect();
+            write(dir, name, v);
+        }
+        FileFault::SyslogKern => {
+            let l = "Jul 13 20:28:05 k8s03 kernel: [1234567.891011] EXT4-fs error (device sdc): ext4_journal_check_start:83: comm radarr: Detected aborted journal\nJul 13 20:28:05 k8s03 kernel: [1234567.891012] EXT4-fs (sdc): Remounting filesystem read-only\n";
+            write(dir, name, l.repeat(50));
         }
         FileFault::NonUtf8 => {
             let mut v = Vec::new();
@@ -726,10 +763,22 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),
         (_, _, "Unreadable" | "dirUnreadable") => (3, "Permission denied (EACCES)"),
         ("check_iscsi_sessions", "--sys", "dirEmpty") => (3, "not a sysfs"),
-        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
-        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
         ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystems writable"),
         ("check_stale_csi_mounts", "--mountinfo", "NonUtf8") => (0, "no CSI mounts"),
+        // Issue 16: a source that yields nothing parsable, or data past a cap, is not OK
+        // (these rows answered OK before: a 200 MiB line, a garbage or syslog-format --kmsg).
+        ("check_kubelet_nested_ops", "--log-file", "Huge" | "DevZero") => {
+            (3, "the cap of one log line")
+        }
+        ("check_kubelet_nested_ops", "--log-file", "Garbage") => (3, "is not a kubelet log"),
+        (
+            "check_storage_kernel_errors",
+            "--kmsg",
+            "Huge" | "DevZero" | "Garbage" | "SyslogKern",
+        ) => (3, "is not a kernel log"),
+        (_, "--mountinfo", "Huge" | "DevZero") => (3, "the cap of a mount table"),
+        ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
+        ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
         (_, "--mountinfo", "Empty") => (3, "is empty: not a mount table"),
         (_, "--mountinfo", _) => (3, "garbled mount table"),
         (_, "--pods-json" | "--pvs-json", "Empty" | "Truncated") => (3, "JSON"),
@@ -764,7 +813,10 @@ fn file_faults_every_node_check() {
                     r.phrases = vec![phrase];
                 }
                 r.nobody = f == FileFault::Unreadable;
-                r.marker = Some(p.to_string_lossy().into_owned());
+                // /dev/zero is no marker of ours: the longest temp path among the arguments is.
+                if f != FileFault::DevZero {
+                    r.marker = Some(p.to_string_lossy().into_owned());
+                }
                 rows.push(r);
                 keep.push(inp);
             }
@@ -808,20 +860,85 @@ fn file_faults_every_node_check() {
             let p = PathBuf::from("/nonexistent");
             let mut r = row(format!("{bin} --kubelet-root /nonexistent"), bin, name)
                 .args(node_args(bin, &inp, Some(("--kubelet-root", &p))));
-            (r.want, r.phrases) = match bin {
-                "check_ro_pvc_mounts" => {
-                    (3, vec!["--kubelet-root /nonexistent: no such directory"])
-                }
-                "check_storage_kernel_errors" => (0, vec!["no storage errors"]),
-                "check_iscsi_sessions" => (0, vec!["no iSCSI sessions"]),
-                _ => (3, vec!["--kubelet-root /nonexistent"]),
-            };
+            // One validation for every check (node::KubeletRootArg): a mistyped root is
+            // UNKNOWN, also where the roots only name what was found.
+            (r.want, r.phrases) = (
+                3,
+                vec!["--kubelet-root /nonexistent: no such directory on this node"],
+            );
             rows.push(r);
             keep.push(inp);
         }
     }
     run_rows(rows);
     drop(keep);
+}
+
+/// Run `bin args` with -t `T` and return (exit code, stdout, peak RSS in KiB). The peak is the
+/// largest of the check process and the worker it forked and reaped (`wait4`'s rusage covers the
+/// waited-for descendants), so it is the worker's peak, mapped file pages included.
+// The child is reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = std::process::Command::new(bin(bin_name))
+        .args(["-t", &T.to_string()])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stdout = child.stdout.unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
+    let mut status = 0;
+    // SAFETY: wait4 on our own child with a zeroed rusage we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(rc, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (code, reader.join().unwrap(), ru.ru_maxrss)
+}
+
+/// Issue 16: every file input of every node check given `/dev/zero` (an endless source; before,
+/// `--mountinfo /dev/zero` grew to ~3 GB until -t killed it) answers UNKNOWN naming what is
+/// wrong, within -t, with the worker's peak RSS at most 64 MiB.
+#[test]
+fn dev_zero_inputs_stay_within_64_mib() {
+    const LIMIT_KIB: i64 = 64 * 1024;
+    let mut failed = Vec::new();
+    for &(bin_name, name, files, _) in NODE_CHECKS {
+        for &opt in files.iter() {
+            let inp = good_inputs();
+            let args = node_args(bin_name, &inp, Some((opt, Path::new("/dev/zero"))));
+            let (want, phrase) = expect_file(bin_name, opt, "DevZero");
+            let t = std::time::Instant::now();
+            let (code, out, kib) = run_measured(bin_name, &args);
+            let took = t.elapsed();
+            let first = out.lines().next().unwrap_or("").to_string();
+            println!("{bin_name} {opt} /dev/zero: exit {code}, {kib} KiB peak, {took:?}: {first}");
+            let ok = code == want
+                && first.starts_with(&format!("{name} "))
+                && first.to_lowercase().contains(&phrase.to_lowercase())
+                && kib <= LIMIT_KIB
+                && took <= Duration::from_secs(T) + MARGIN;
+            if !ok {
+                failed.push(format!(
+                    "{bin_name} {opt} /dev/zero: exit {code} (want {want} {phrase:?}), {kib} KiB (cap {LIMIT_KIB}), {took:?}: {out:?}"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1575,4 +1692,373 @@ fn state_faults_nested_ops_and_kernel_errors() {
             state.display()
         );
     }
+}
+
+/// Plant, as `uid`, a symlink at `name` in `dir` pointing at `target` (lchown: the link is the
+/// other user's, as if that user had made it).
+fn plant(dir: &Path, name: &str, target: &Path, uid: u32) {
+    let l = dir.join(name);
+    std::os::unix::fs::symlink(target, &l).unwrap();
+    std::os::unix::fs::lchown(&l, Some(uid), Some(uid)).unwrap();
+}
+
+/// Every name the old writer used or a guesser would try: the final name and
+/// `.<final>.tmp.<pid>` for the next few hundred PIDs.
+fn plant_everywhere(dir: &Path, final_name: &str, target_final: &Path, target_tmp: &Path) {
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    plant(dir, final_name, target_final, 65534);
+    for pid in last + 1..last + 600 {
+        plant(dir, &format!(".{final_name}.tmp.{pid}"), target_tmp, 65534);
+    }
+}
+
+/// Root-owned files a planted link points at, with their content and mtime.
+struct Targets {
+    files: Vec<(PathBuf, Vec<u8>, std::time::SystemTime)>,
+}
+
+impl Targets {
+    fn new(dir: &Path, names: &[&str]) -> Targets {
+        let files = names
+            .iter()
+            .map(|n| {
+                let p = dir.join(n);
+                let body = format!("root-only {n} {}\n", std::process::id()).into_bytes();
+                std::fs::write(&p, &body).unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+                let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                (p, body, m)
+            })
+            .collect();
+        Targets { files }
+    }
+    fn assert_untouched(&self, label: &str) {
+        for (p, body, m) in &self.files {
+            let md = std::fs::symlink_metadata(p).unwrap();
+            assert!(md.is_file(), "{label}: {} replaced", p.display());
+            assert_eq!(
+                &std::fs::read(p).unwrap(),
+                body,
+                "{label}: {} written",
+                p.display()
+            );
+            assert_eq!(
+                md.modified().unwrap(),
+                *m,
+                "{label}: {} touched",
+                p.display()
+            );
+            assert_eq!(md.len(), body.len() as u64, "{label}: {}", p.display());
+        }
+    }
+}
+
+/// Issue 16: a root run writing its state into a directory where another user planted symlinks
+/// at every name it can guess leaves the symlinks' targets untouched. A directory that user owns
+/// (the NRPE user's, a sudo-mode run as root) is refused with a note, the alert still reported;
+/// a root-owned sticky world-writable one (like /tmp) is used, the planted links replaced, never
+/// followed, and the symlinked state file ignored on reading.
+#[test]
+fn state_writes_cannot_be_redirected() {
+    use std::os::unix::fs::MetadataExt;
+    if !e2e::need_root("state_writes_cannot_be_redirected") {
+        return;
+    }
+    let d = open_tempdir();
+    for c in STATE_CHECKS {
+        let rd = d.path().join(c.short);
+        std::fs::create_dir_all(&rd).unwrap();
+        let (base, _input) = state_inputs(c, &rd);
+        // The state file's name, from a run into a scratch directory.
+        let scratch = rd.join("scratch");
+        let out = Cmd::new(bin(c.bin))
+            .args(&base)
+            .arg("--state-dir")
+            .arg(&scratch)
+            .run();
+        assert_eq!(out.code, c.want, "{}: priming run: {out:?}", c.bin);
+        let final_name = the_state_file(&scratch)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let secret = rd.join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        let targets = Targets::new(&secret, &["final", "tmp"]);
+
+        // 1. The other user's own directory: refused, nothing read or written through it.
+        let theirs = rd.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        plant_everywhere(
+            &theirs,
+            &final_name,
+            &targets.files[0].0,
+            &targets.files[1].0,
+        );
+        let planted = std::fs::read_dir(&theirs).unwrap().count();
+        for i in 0..2 {
+            let out = Cmd::new(bin(c.bin))
+                .args(&base)
+                .args(["-t", "10"])
+                .arg("--state-dir")
+                .arg(&theirs)
+                .run();
+            let label = format!("{} into a directory of uid 65534, run {i}", c.bin);
+            assert_eq!(out.code, c.want, "{label}: the alert is kept: {out:?}");
+            assert!(
+                out.first_line()
+                    .to_lowercase()
+                    .contains(&c.phrase.to_lowercase()),
+                "{label}: {out:?}"
+            );
+            assert!(
+                out.stdout.contains("refused") && out.stdout.contains("owned by uid 65534"),
+                "{label}: the refusal is named: {out:?}"
+            );
+            targets.assert_untouched(&label);
+            assert_eq!(
+                std::fs::read_dir(&theirs).unwrap().count(),
+                planted,
+                "{label}: nothing created in the refused directory"
+            );
+        }
+
+        // 2. A root-owned sticky world-writable directory with the same links (made by uid 65534).
+        let sticky = rd.join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        plant_everywhere(
+            &sticky,
+            &final_name,
+            &targets.files[0].0,
+            &targets.files[1].0,
+        );
+        for i in 0..2 {
+            let out = Cmd::new(bin(c.bin))
+                .args(&base)
+                .args(["-t", "10"])
+                .arg("--state-dir")
+                .arg(&sticky)
+                .run();
+            let label = format!("{} into a sticky 1777 directory, run {i}", c.bin);
+            assert_eq!(out.code, c.want, "{label}: {out:?}");
+            assert!(
+                out.first_line()
+                    .to_lowercase()
+                    .contains(&c.phrase.to_lowercase()),
+                "{label}: {out:?}"
+            );
+            if i == 0 {
+                assert!(
+                    out.stdout.contains("is a symbolic link: ignored"),
+                    "{label}: the planted state link is named: {out:?}"
+                );
+            } else {
+                assert!(!out.stdout.contains("symbolic link"), "{label}: {out:?}");
+            }
+            targets.assert_untouched(&label);
+            let st = std::fs::symlink_metadata(sticky.join(&final_name)).unwrap();
+            assert!(
+                st.is_file() && st.uid() == 0,
+                "{label}: the state is root's own regular file"
+            );
+        }
+        // No temp file left behind, every planted temp link still a link.
+        for e in std::fs::read_dir(&sticky).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != final_name {
+                assert!(
+                    e.file_type().unwrap().is_symlink(),
+                    "{}: stray {name}",
+                    c.bin
+                );
+            }
+        }
+    }
+}
+
+/// Tasks in D state that are probe threads of our mount checks (the thread is named `probe`; its
+/// own `exe` link names the binary even after the rest of its process exited).
+fn stuck_probe_tasks() -> Vec<String> {
+    let mut out = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if p.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        for t in std::fs::read_dir(p.path().join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let tp = t.path();
+            let comm = std::fs::read_to_string(tp.join("comm")).unwrap_or_default();
+            if comm.trim() != "probe" {
+                continue;
+            }
+            let stat = std::fs::read_to_string(tp.join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next());
+            if state != Some(Some('D')) {
+                continue;
+            }
+            let exe = std::fs::read_link(tp.join("exe")).unwrap_or_default();
+            let exe = exe.to_string_lossy();
+            if exe.contains("check_ro_pvc_mounts") || exe.contains("check_stale_csi_mounts") {
+                out.push(format!("{} ({exe})", tp.display()));
+            }
+        }
+    }
+    out
+}
+
+/// Undo the D-state scenario whatever happened: let the FUSE daemon run again (the stuck I/O
+/// completes), wait for the stuck tasks to go, unmount the filesystem, detach the loop device.
+struct DStateScenario<'a> {
+    ns: &'a e2e::Ns,
+    daemon: i32,
+    mount: PathBuf,
+    loop_dev: String,
+}
+
+impl Drop for DStateScenario<'_> {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        let _ = kill(nix::unistd::Pid::from_raw(self.daemon), Signal::SIGCONT);
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !stuck_probe_tasks().is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.ns
+            .sh_any(&format!("umount '{}'", self.mount.display()));
+        self.ns.sh_any(&format!("losetup -d '{}'", self.loop_dev));
+    }
+}
+
+/// Issue 16: a probe stuck in uninterruptible I/O cannot be killed; ten runs against such a
+/// device must not leave ten stuck tasks. The device: a loop device over a file on a FUSE
+/// (bindfs) mount whose daemon is then SIGSTOPped, ext4 on it, mounted at a kubelet pod volume
+/// path in a private mount namespace; the page cache dropped so that the probe's readdir needs
+/// the device (its thread then waits in D state, which no signal ends). Five runs of each mount
+/// check share one run directory: afterwards at most one probe task of ours is stuck, and the
+/// later runs say "still hung since" instead of probing.
+#[test]
+fn d_state_probes_do_not_pile_up() {
+    let test = "d_state_probes_do_not_pile_up";
+    if !e2e::need_root(test) || !e2e::need_tool(test, "bindfs") {
+        return;
+    }
+    assert!(
+        stuck_probe_tasks().is_empty(),
+        "stuck probe tasks before the test: {:?}",
+        stuck_probe_tasks()
+    );
+    let d = open_tempdir();
+    let dp = d.path();
+    let mut ns = e2e::Ns::new();
+    let tree = KubeletTree::new(&dp.join("k"));
+    let mp = tree.pod_csi_mount("u-fm-dstate", "pvc-fm-dstate", "csi.example.com");
+    let fuse = dp.join("fuse");
+    let daemon = e2e::fuse::bindfs(&mut ns, &dp.join("backing"), &fuse);
+    let img = fuse.join("disk.img");
+    let out = ns.sh(&format!(
+        "truncate -s 64M '{img}' && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 '{img}' && \
+         L=$(losetup -f --show '{img}') && mount -o noatime \"$L\" '{mp}' && \
+         mkdir '{mp}/data' && for i in $(seq 200); do echo $i > '{mp}/data/f'$i; done && sync && echo \"$L\"",
+        img = img.display(),
+        mp = mp.display()
+    ));
+    let loop_dev = out.stdout.trim().lines().last().unwrap().to_string();
+    let scenario = DStateScenario {
+        ns: &ns,
+        daemon,
+        mount: mp.clone(),
+        loop_dev,
+    };
+    let run = dp.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let pods = write(
+        dp,
+        "pods.json",
+        serde_json::to_vec(&kubectl_list(vec![pod_with_uid(
+            "pod-u-fm-dstate",
+            "u-fm-dstate",
+        )]))
+        .unwrap(),
+    );
+    let pvs = write(
+        dp,
+        "pvs.json",
+        serde_json::to_vec(&kubectl_list(vec![])).unwrap(),
+    );
+
+    e2e::fuse::stop_daemon(daemon);
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    let mut outs = Vec::new();
+    for i in 0..10 {
+        let stale = i % 2 == 1;
+        let mut c = ns
+            .check(if stale {
+                "check_stale_csi_mounts"
+            } else {
+                "check_ro_pvc_mounts"
+            })
+            .args(["-t", "6", "--probe-timeout", "1s"])
+            .arg("--kubelet-root")
+            .arg(&tree.root)
+            .arg("--run-dir")
+            .arg(&run);
+        if stale {
+            c = c
+                .args(["--node", NODE, "--pods-json"])
+                .arg(&pods)
+                .arg("--pvs-json")
+                .arg(&pvs);
+        }
+        let o = c.run();
+        println!(
+            "run {i}: exit {} {:.2}s {}",
+            o.code,
+            o.elapsed.as_secs_f64(),
+            o.first_line()
+        );
+        outs.push(o);
+    }
+    let stuck = stuck_probe_tasks();
+    println!("stuck probe tasks after ten runs: {stuck:?}");
+    let markers: Vec<_> = std::fs::read_dir(&run).unwrap().flatten().collect();
+    drop(scenario);
+    drop(ns);
+    // The device really was stuck: the first probe hung and its task is in D state (else this
+    // test proves nothing).
+    assert_eq!(outs[0].code, 2, "{:?}", outs[0]);
+    assert!(
+        outs[0].stdout.contains("does not answer (no answer in 1s)"),
+        "{:?}",
+        outs[0]
+    );
+    assert_eq!(stuck.len(), 1, "one stuck task per stuck device: {stuck:?}");
+    assert_eq!(markers.len(), 1, "one marker: {markers:?}");
+    for (i, o) in outs.iter().enumerate().skip(1) {
+        assert_eq!(o.code, 2, "run {i}: {o:?}");
+        assert!(
+            o.stdout.contains("still hung since") && o.stdout.contains("not probed again"),
+            "run {i}: {o:?}"
+        );
+        assert!(
+            o.elapsed < Duration::from_secs(6) + MARGIN,
+            "run {i}: {o:?}"
+        );
+    }
+    assert!(
+        stuck_probe_tasks().is_empty(),
+        "stuck probe tasks left after the daemon ran again: {:?}",
+        stuck_probe_tasks()
+    );
 }

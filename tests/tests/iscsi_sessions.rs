@@ -136,7 +136,7 @@ fn healthy_three_jiva_volumes_are_ok() {
     out.assert_status(NAME, 0);
     assert_eq!(
         out.first_line(),
-        "ISCSI_SESSIONS OK - 3 iSCSI sessions logged in, 3 disks running | sessions=3;;;0 sessions_failed=0;;0;0 devices=3;;;0 devices_offline=0;;0;0 min_recovery_tmo=120s;;;0"
+        "ISCSI_SESSIONS OK - 3 iSCSI sessions logged in, 3 disks running | sessions=3;;;0 sessions_failed=0;;0;0 devices=3;;;0 devices_offline=0;;0;0 min_recovery_tmo=120s;;;0 sessions_unhealthy=0;;;0"
     );
     assert_eq!(out.stdout.lines().count(), 1, "healthy sessions only at -v");
     let out = node.check(&["-v"]);
@@ -499,7 +499,7 @@ fn no_sessions_is_ok_unless_sessions_are_expected() {
     out.assert_status(NAME, 0);
     assert_eq!(
         out.first_line(),
-        "ISCSI_SESSIONS OK - no iSCSI sessions (the iSCSI transport class is not in sysfs) | sessions=0;;;0 sessions_failed=0;;0;0 devices=0;;;0 devices_offline=0;;0;0"
+        "ISCSI_SESSIONS OK - no iSCSI sessions (the iSCSI transport class is not in sysfs) | sessions=0;;;0 sessions_failed=0;;0;0 devices=0;;;0 devices_offline=0;;0;0 sessions_unhealthy=0;;;0"
     );
     let out = node.check(&["--min-sessions", "1"]);
     out.assert_status(NAME, 2);

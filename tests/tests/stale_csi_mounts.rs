@@ -363,8 +363,10 @@ fn orphaned_pod_mount_is_critical() {
         "{line}"
     );
     assert!(
-        out.stdout
-            .contains(&format!("hint: umount '{}'", gone.display())),
+        out.stdout.contains(&format!(
+            "hint: umount {}",
+            plugin::shell_quote(&gone.to_string_lossy())
+        )),
         "{out:?}"
     );
     assert_eq!(out.perf("orphaned_mounts"), Some(1.0));

@@ -6,8 +6,10 @@
 use clap::Parser;
 use kube::names::{Names, Wanted};
 use node::iscsi::{pv_from_iqn, Attr, RecoveryTmo, Session, Sessions};
-use node::{Host, Mount};
-use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Unknown, Uom};
+use node::Mount;
+use plugin::{
+    Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds, Unknown, Uom,
+};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -24,73 +26,55 @@ WARNING: a disk blocked (recovery in progress); a logged-in session without a di
 to the same target and portal; recovery_tmo below --min-recovery-timeout.
 UNKNOWN: an attribute the decision needs cannot be read (the file is named).";
 
-fn parse_regex(s: &str) -> Result<Regex, String> {
-    // regex's syntax errors span lines (pattern, caret, reason): keep the reason, on one line.
-    Regex::new(s).map_err(|e| {
-        let text = e.to_string();
-        let reason = text
-            .lines()
-            .map(str::trim)
-            .rfind(|l| !l.is_empty())
-            .unwrap_or("")
-            .trim_start_matches("error: ")
-            .to_string();
-        format!("invalid regex '{s}': {reason}")
-    })
-}
-
-fn parse_secs(s: &str) -> Result<u64, String> {
-    plugin::parse_duration(s)
-        .map(|d| d.as_secs())
-        .map_err(|e| e.to_string())
-}
-
 #[derive(Parser, Debug)]
 #[command(
     name = "check_iscsi_sessions",
     version,
     about = "iSCSI session, connection and disk health from sysfs",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("include", |a| a.help("Only check sessions whose target IQN matches REGEX (repeatable)")),
+    mut_arg("exclude", |a| a.help("Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)")),
+    mut_arg("mountinfo", |a| a.help("Mount table that maps disks to mount points and PVs [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// The host's / as mounted in a container (e.g. /host): every default below is read through it
-    #[arg(long, value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    /// Range on the number of unhealthy sessions for WARNING (with -w/-c the count decides the
+    /// sessions' state; --min-sessions, --expect-target and doubled logins still alert)
+    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
+    pub warning: Option<Range>,
 
-    /// sysfs to read [default: /sys, or <host-root>/sys]
-    #[arg(long, value_name = "DIR")]
-    pub sys: Option<PathBuf>,
+    /// Range on the number of unhealthy sessions for CRITICAL
+    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
+    pub critical: Option<Range>,
 
-    /// Mount table that maps disks to mount points and PVs [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]
-    #[arg(long, value_name = "FILE")]
-    pub mountinfo: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
-    /// Kubelet root, repeatable [default: each that exists of /var/lib/kubelet, /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
-    #[arg(long, value_name = "DIR")]
-    pub kubelet_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub sys: node::SysArg,
+
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
+
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
     /// CRITICAL when fewer than N sessions exist
     #[arg(long, value_name = "N")]
     pub min_sessions: Option<u32>,
 
     /// CRITICAL unless a logged-in session's target IQN matches REGEX (repeatable)
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
     pub expect_target: Vec<Regex>,
 
     /// WARNING when a session's recovery_tmo (replacement_timeout) is below this (e.g. 300 or 5m); `off` always passes
-    #[arg(long, value_name = "SECONDS", value_parser = parse_secs)]
+    #[arg(long, value_name = "SECONDS", value_parser = plugin::args::seconds)]
     pub min_recovery_timeout: Option<u64>,
 
-    /// Only check sessions whose target IQN matches REGEX (repeatable)
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    pub include: Vec<Regex>,
-
-    /// Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    pub exclude: Vec<Regex>,
+    #[command(flatten)]
+    pub filter: node::FilterArgs,
 
     /// Names an operator knows: pods and claims of the volumes on unhealthy sessions
     #[command(flatten)]
@@ -105,6 +89,8 @@ pub struct Policy {
     pub min_recovery_timeout: Option<u64>,
     pub include: Vec<Regex>,
     pub exclude: Vec<Regex>,
+    /// -w/-c on the number of unhealthy sessions.
+    pub thresholds: Thresholds,
 }
 
 impl From<&Opts> for Policy {
@@ -113,8 +99,9 @@ impl From<&Opts> for Policy {
             min_sessions: o.min_sessions,
             expect_target: o.expect_target.clone(),
             min_recovery_timeout: o.min_recovery_timeout,
-            include: o.include.clone(),
-            exclude: o.exclude.clone(),
+            include: o.filter.include.clone(),
+            exclude: o.filter.exclude.clone(),
+            thresholds: Thresholds::new(o.warning.clone(), o.critical.clone()),
         }
     }
 }
@@ -151,8 +138,10 @@ impl Check for Opts {
 
 /// All I/O: the session class, then (only when there are disks) the mount table.
 pub fn gather(o: &Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
-    let host = Host::from_option(o.host_root.as_deref());
-    let sys = o.sys.clone().unwrap_or_else(|| host.sys());
+    let host = o.host.host();
+    let sys = o.sys.path(&host);
+    // A mistyped --kubelet-root is a usage mistake even when no disk needs mapping.
+    let roots = o.kubelet_root.resolve_if_any(&host)?;
     ctx.stage(format!(
         "reading {}",
         sys.join("class/iscsi_session").display()
@@ -205,7 +194,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
         ..Default::default()
     };
     if has_disks {
-        let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+        let mi = o.mountinfo.path(&host);
         ctx.stage(format!("reading {}", mi.display()));
         let mounts = node::mountinfo::read(&mi);
         if let Ok(m) = &mounts {
@@ -213,7 +202,7 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
         }
         g.mounts = Some(mounts);
         ctx.stage("looking for kubelet roots");
-        g.kubelet_roots = node::kubelet::roots(&o.kubelet_root, &host);
+        g.kubelet_roots = roots;
         ctx.debug(format!("kubelet roots: {:?}", g.kubelet_roots));
     }
     Ok(g)
@@ -226,6 +215,8 @@ struct Problem {
     status: Status,
     short: String,
     long: String,
+    /// The machine-readable kind (the finding's `signal` when it is the worst problem).
+    signal: &'static str,
 }
 
 impl Problem {
@@ -234,7 +225,12 @@ impl Problem {
             status,
             short: short.into(),
             long: long.into(),
+            signal: "session_problem",
         }
+    }
+    fn signal(mut self, s: &'static str) -> Problem {
+        self.signal = s;
+        self
     }
     /// An attribute that the decision needs could not be read.
     fn unreadable(e: &node::iscsi::AttrError) -> Problem {
@@ -249,6 +245,7 @@ impl Problem {
             format!("cannot read {file} ({short_err})"),
             e.to_string(),
         )
+        .signal("sysfs_unreadable")
     }
 }
 
@@ -450,17 +447,20 @@ fn judge_session(
             format!(
                 "the connection is lost and recovery is running; I/O is blocked until the target returns, and after recovery_tmo ({tmo_text}) its disks go offline"
             ),
-        )),
+        )
+            .signal("session_failed")),
         Attr::Value(v) if v == "FREE" => problems.push(Problem::new(
             Status::Critical,
             "FREE (recovery timed out)",
             "recovery timed out; I/O to its disks fails and filesystems on them abort (ext4 remounts read-only)",
-        )),
+        )
+            .signal("session_recovery_timed_out")),
         Attr::Value(v) => problems.push(Problem::new(
             Status::Critical,
             format!("state {v}"),
             format!("in state '{v}', not LOGGED_IN"),
-        )),
+        )
+            .signal("session_state")),
         Attr::Missing => problems.push(Problem::new(
             Status::Unknown,
             "state unknown",
@@ -468,7 +468,8 @@ fn judge_session(
                 "no state attribute in {}: cannot tell whether it is logged in",
                 s.attr_dir.display()
             ),
-        )),
+        )
+            .signal("session_state_unknown")),
         Attr::Error(e) => problems.push(Problem::unreadable(e)),
     }
 
@@ -486,13 +487,15 @@ fn judge_session(
                 format!(
                     "recovery_tmo {t}s is below {min}s: a target outage longer than {t}s offlines its disks (raise node.session.timeo.replacement_timeout)"
                 ),
-            )),
+            )
+            .signal("recovery_tmo_low")),
             (_, Some(_)) => {}
             (Attr::Value(v), None) => problems.push(Problem::new(
                 Status::Unknown,
                 "recovery_tmo not understood",
                 format!("recovery_tmo '{v}' is not a number of seconds or 'off'"),
-            )),
+            )
+            .signal("recovery_tmo_unknown")),
             (Attr::Missing, None) => problems.push(Problem::new(
                 Status::Unknown,
                 "recovery_tmo unknown",
@@ -500,7 +503,8 @@ fn judge_session(
                     "no recovery_tmo attribute in {}: cannot check --min-recovery-timeout",
                     s.attr_dir.display()
                 ),
-            )),
+            )
+            .signal("recovery_tmo_unknown")),
             (Attr::Error(e), None) => problems.push(Problem::unreadable(e)),
         }
     } else if let Attr::Error(e) = &s.recovery_tmo {
@@ -512,11 +516,14 @@ fn judge_session(
         let portal = c.portal().unwrap_or_else(|| "portal unknown".into());
         match &c.state {
             Attr::Value(v) if v == "up" => {}
-            Attr::Value(v) => problems.push(Problem::new(
-                Status::Critical,
-                format!("{} {v}", c.name),
-                format!("{} to {portal} is {v}, not up", c.name),
-            )),
+            Attr::Value(v) => problems.push(
+                Problem::new(
+                    Status::Critical,
+                    format!("{} {v}", c.name),
+                    format!("{} to {portal} is {v}, not up", c.name),
+                )
+                .signal("connection_down"),
+            ),
             Attr::Missing => {}
             Attr::Error(e) => problems.push(Problem::unreadable(e)),
         }
@@ -540,18 +547,24 @@ fn judge_session(
             Attr::Value(v) => {
                 let (st, why) = device_state(v);
                 if st != Status::Ok {
-                    problems.push(Problem::new(
-                        st,
-                        format!("{who} {v}"),
-                        format!("{} {who} is {v}: {why}", d.hctl),
-                    ));
+                    problems.push(
+                        Problem::new(
+                            st,
+                            format!("{who} {v}"),
+                            format!("{} {who} is {v}: {why}", d.hctl),
+                        )
+                        .signal("scsi_device_state"),
+                    );
                 }
             }
-            Attr::Missing => problems.push(Problem::new(
-                Status::Unknown,
-                format!("{who} state unknown"),
-                format!("{} {who}: no state attribute", d.hctl),
-            )),
+            Attr::Missing => problems.push(
+                Problem::new(
+                    Status::Unknown,
+                    format!("{who} state unknown"),
+                    format!("{} {who}: no state attribute", d.hctl),
+                )
+                .signal("scsi_device_state_unknown"),
+            ),
             Attr::Error(e) => problems.push(Problem::unreadable(e)),
         }
         if d.blocks.is_empty() {
@@ -587,16 +600,21 @@ fn judge_session(
         }
     }
     if logged_in && disks == 0 && s.problems.is_empty() {
-        problems.push(Problem::new(
-            Status::Warning,
-            "no disk attached",
-            "logged in but no disk attached (no LUN was scanned, or its disk was removed)",
-        ));
+        problems.push(
+            Problem::new(
+                Status::Warning,
+                "no disk attached",
+                "logged in but no disk attached (no LUN was scanned, or its disk was removed)",
+            )
+            .signal("no_disk"),
+        );
     }
 
     // What could not be walked.
     for p in &s.problems {
-        problems.push(Problem::new(Status::Unknown, "sysfs incomplete", p.clone()));
+        problems.push(
+            Problem::new(Status::Unknown, "sysfs incomplete", p.clone()).signal("sysfs_incomplete"),
+        );
     }
 
     let status = problems
@@ -646,7 +664,25 @@ fn judge_session(
                 .join("; "),
         );
     }
-    let mut f = Finding::new(status, text);
+    let disk_names: Vec<&str> = s
+        .devices
+        .iter()
+        .flat_map(|d| d.blocks.iter().map(|b| b.name.as_str()))
+        .collect();
+    let subject = names
+        .subject(iqn_pv.unwrap_or(""), uids.iter().map(String::as_str))
+        .session(s.name.as_str())
+        .maybe(plugin::Subject::iqn, s.targetname.value())
+        .maybe(
+            plugin::Subject::device,
+            match disk_names.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            },
+        );
+    let mut f = Finding::new(status, text)
+        .signal(sorted.first().map_or("session_ok", |p| p.signal))
+        .subject(subject);
     let extra: Vec<String> = [
         ("iface", &s.ifacename),
         ("tpgt", &s.tpgt),
@@ -704,6 +740,19 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     let all = &data.sessions.sessions;
     let sessions: Vec<&Session> = all.iter().filter(|s| included(s, policy)).collect();
     let excluded = all.len() - sessions.len();
+    if sessions.is_empty() && excluded > 0 {
+        // A filter that matched nothing must not read as "no iSCSI sessions".
+        let names: Vec<&str> = all
+            .iter()
+            .take(5)
+            .map(|s| s.targetname.value().unwrap_or(s.name.as_str()))
+            .collect();
+        return Report::unknown(format!(
+            "--include/--exclude matched none of the {excluded} iSCSI session(s) ({}{})",
+            names.join(", "),
+            if excluded > 5 { ", …" } else { "" }
+        ));
+    }
 
     let by_dev = mounts_by_dev(data);
 
@@ -743,14 +792,22 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Warning,
                 format!("{} sessions to {who} at {portal}", group.len()),
             ));
-            findings.push(Finding::new(
-                Status::Warning,
-                format!(
-                    "{} sessions to the same target and portal: {iqn} at {portal} ({}); a stale or doubled login, log out the extra one",
-                    group.len(),
-                    names.join(", ")
+            findings.push(
+                Finding::new(
+                    Status::Warning,
+                    format!(
+                        "{} sessions to the same target and portal: {iqn} at {portal} ({}); a stale or doubled login, log out the extra one",
+                        group.len(),
+                        names.join(", ")
+                    ),
+                )
+                .signal("duplicate_session")
+                .subject(
+                    plugin::Subject::new()
+                        .iqn(iqn.as_str())
+                        .maybe(plugin::Subject::pv, pv_from_iqn(iqn)),
                 ),
-            ));
+            );
         }
     }
 
@@ -767,10 +824,13 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Critical,
                 format!("{n} session(s), expected at least {min}"),
             ));
-            findings.push(Finding::new(
-                Status::Critical,
-                format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
-            ));
+            findings.push(
+                Finding::new(
+                    Status::Critical,
+                    format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
+                )
+                .signal("too_few_sessions"),
+            );
         }
     }
     for re in &policy.expect_target {
@@ -795,13 +855,16 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 Status::Critical,
                 format!("no logged-in session to '{}'", re.as_str()),
             ));
-            findings.push(Finding::new(
-                Status::Critical,
-                format!(
-                    "no logged-in session to a target matching --expect-target '{}' ({others})",
-                    re.as_str()
-                ),
-            ));
+            findings.push(
+                Finding::new(
+                    Status::Critical,
+                    format!(
+                        "no logged-in session to a target matching --expect-target '{}' ({others})",
+                        re.as_str()
+                    ),
+                )
+                .signal("expected_target_missing"),
+            );
         }
     }
 
@@ -825,9 +888,21 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
         })
         .min();
 
-    let status = findings
+    let mut status = findings
         .iter()
         .fold(Status::Ok, |acc, f| acc.worst(f.status));
+    let t = &policy.thresholds;
+    if t.warning.is_some() || t.critical.is_some() {
+        // The count of unhealthy sessions decides their part; what is not about one session's
+        // health (expectations, doubled logins) and what could not be read still count.
+        let session_findings = sessions.len();
+        let others = findings
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| *i >= session_findings || f.status == Status::Unknown)
+            .fold(Status::Ok, |acc, (_, f)| acc.worst(f.status));
+        status = t.evaluate(unhealthy as f64).worst(others);
+    }
     let summary = if phrases.is_empty() {
         match n {
             0 if data.sessions.class_present => "no iSCSI sessions".to_string(),
@@ -894,6 +969,11 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
                 .min(0.0),
         );
     }
+    r = r.perf(
+        Perfdata::new("sessions_unhealthy", unhealthy as f64)
+            .thresholds(t)
+            .min(0.0),
+    );
     for f in findings {
         r = r.finding(f);
     }

@@ -564,13 +564,13 @@ fn summary_caps_the_list() {
 
 #[test]
 fn regex_errors_are_one_line_with_the_reason() {
-    let e = parse_regex("(").unwrap_err();
+    let e = plugin::args::regex("(").unwrap_err();
     assert!(e.starts_with("invalid regex '(': "), "{e}");
     assert!(
         !e.contains('\n') && e.len() > "invalid regex '(': ".len(),
         "{e}"
     );
-    assert!(parse_regex("jiva:pvc-").is_ok());
+    assert!(plugin::args::regex("jiva:pvc-").is_ok());
 }
 
 #[test]

@@ -46,6 +46,7 @@ pub const LEGACY_NAME: &str = r"^(?P<pv>.+)-rep-(?:(?P<n>\d+)-)?[a-z0-9]{5,10}(?
     name = "check_jiva_rep_crashloop",
     version,
     about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy",
+    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-wide check reads nothing of the host, so it changes nothing)")),
     long_about = "Alert on crash-looping OpenEBS Jiva replicas and volumes with degraded redundancy.\n\n\
 Replicas are the pods in --namespace labelled openebs.io/component=jiva-replica (jiva-operator) or \
 openebs.io/replica=jiva-replica (legacy), or named <pv>-jiva-rep-<N> (StatefulSet) or \
@@ -64,30 +65,37 @@ pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Restart count above which a replica whose last restart was within --restart-window counts as crash-looping
+    /// Restart-count range: a replica whose count is outside it (default: above 3) and whose
+    /// last restart was within --restart-window counts as crash-looping (full range grammar: `3:`,
+    /// `@0:2`, `-w -10:-2`)
     #[arg(
         short = 'w',
         long = "warning",
-        value_name = "RESTARTS",
-        default_value = "3"
+        value_name = "RANGE",
+        default_value = "3",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
-    pub warning: u32,
+    pub warning: Range,
 
-    /// Critical when a crash-looping replica restarted more than this many times
+    /// Restart-count range: CRITICAL when a crash-looping replica's count is outside it (default:
+    /// above 10)
     #[arg(
         short = 'c',
         long = "critical",
-        value_name = "RESTARTS",
-        default_value = "10"
+        value_name = "RANGE",
+        default_value = "10",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
-    pub critical: u32,
+    pub critical: Range,
 
     /// Critical when a replica has been unhealthy (not Ready) longer than this
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = plugin::args::duration)]
     pub critical_after: Duration,
 
     /// How recent the last restart must be for -w to count it
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = plugin::args::duration)]
     pub restart_window: Duration,
 
     /// Namespace of the replicas (repeatable)
@@ -99,16 +107,16 @@ pub struct Opts {
     pub selector: Option<Selector>,
 
     /// Also watch pods whose name matches this regex; a (?P<pv>…) group names the volume
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
     pub name_regex: Option<Regex>,
 
     #[command(flatten)]
     pub api: ApiArgs,
 
-    /// Accepted in container mode like every check's (this cluster-wide check reads nothing of
-    /// the host, so it changes nothing)
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<std::path::PathBuf>,
+    /// `--host-root`: accepted in container mode like every check's (this cluster-wide check
+    /// reads nothing of the host, so it changes nothing).
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     #[command(flatten)]
     pub pods: PodsJsonArg,
@@ -117,16 +125,9 @@ pub struct Opts {
     pub pvs: kube::PvsJsonArg,
 }
 
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
 fn parse_selector(s: &str) -> Result<Selector, String> {
     Selector::parse(s)
 }
-fn parse_regex(s: &str) -> Result<Regex, String> {
-    Regex::new(s).map_err(|e| format!("invalid regex: {e}"))
-}
-
 /// One replica as `evaluate` sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replica {
@@ -294,13 +295,13 @@ fn dur(s: i64) -> String {
 pub fn judge(r: &Replica, o: &Opts, now: Time) -> (Status, Option<i64>) {
     let last_exit_at = r.last_exit.as_ref().and_then(|e| e.2);
     let recent_restart = last_exit_at.is_some_and(|t| now - t <= o.restart_window.as_secs() as i64);
-    let crashlooping = r.backoff || (r.restarts > o.warning as i64 && recent_restart);
+    let crashlooping = r.backoff || (o.warning.alerts(r.restarts as f64) && recent_restart);
     if !crashlooping {
         return (Status::Ok, None);
     }
     let since = r.not_ready_since.or(last_exit_at);
     let unhealthy = since.map(|t| (now - t).max(0));
-    let critical = r.restarts > o.critical as i64
+    let critical = o.critical.alerts(r.restarts as f64)
         || unhealthy.is_some_and(|u| u > o.critical_after.as_secs() as i64);
     (
         if critical {
@@ -399,7 +400,21 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
                 }
             ));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "replica_ok"
+            } else if r.controller {
+                "controller_crashloop"
+            } else {
+                "crashloop"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(r.node.as_str())
+                    .namespace(r.namespace.as_str())
+                    .pod(r.name.as_str())
+                    .maybe(plugin::Subject::pv, r.pv.as_deref()),
+            );
         if s != Status::Ok && r.controller {
             f = f.detail(
                 "the controller is the volume's iSCSI target: while it restarts the volume's I/O \
@@ -429,8 +444,21 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         summary_parts.push(format!("{name}: {h}/{n} replicas healthy"));
         findings.push(
             Finding::new(s, format!("{name}: {h}/{n} replicas healthy ({what})"))
+                .signal(if s == Status::Critical {
+                    "no_healthy_majority"
+                } else {
+                    "degraded_redundancy"
+                })
+                .subject(plugin::Subject::new().pv(*pv))
                 .detail(format!("unhealthy: {}", bad.join(", "))),
         );
+    }
+    if d.replicas.is_empty() {
+        // Nothing seen is no proof of health: a wrong namespace or selector looks the same.
+        return Report::unknown(format!(
+            "no Jiva replicas found {} (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex",
+            d.scope
+        ));
     }
     let summary = if summary_parts.is_empty() {
         if d.replicas.is_empty() {
@@ -446,10 +474,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
     } else {
         summary_parts.join("; ")
     };
-    let th = Thresholds::new(
-        Some(Range::above(o.warning as f64)),
-        Some(Range::above(o.critical as f64)),
-    );
+    let th = Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()));
     let zero = Range::above(0.0);
     let mut r = Report::new(status, summary)
         .unit("pod", "pods")
@@ -863,7 +888,7 @@ mod tests {
         let r = evaluate(&data(&[], &o), &o, now());
         assert_eq!(
             (r.status, r.summary.as_str()),
-            (Status::Ok, "no Jiva replicas found in namespace openebs")
+            (Status::Unknown, "no Jiva replicas found in namespace openebs (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex")
         );
     }
 

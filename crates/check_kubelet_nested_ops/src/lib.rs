@@ -55,7 +55,8 @@ written atomically), so a big log is read once, and the failures of the window a
     name = "check_kubelet_nested_ops",
     version,
     about = "Alert on kubelet volume operations stuck in exponential backoff",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and klog/syslog local times are in the host zone (<DIR>/etc/localtime)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -82,21 +83,19 @@ pub struct Opts {
     pub log_file: Vec<PathBuf>,
 
     /// Only failures of the last DURATION count
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = plugin::args::duration)]
     pub window: Duration,
 
     /// CRITICAL when a volume has kept failing for longer than this
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration)]
     pub stuck: Duration,
 
     /// Keep the read position (journal cursor, file inode+offset) and recent failures here
     #[arg(long = "state-dir", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and
-    /// klog/syslog local times are in the host's zone (<DIR>/etc/localtime)
-    #[arg(long = "host-root", value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     /// Time zone of klog/syslog headers (local time without a zone): UTC, +08:00, an IANA name
     /// (Europe/Berlin) or a TZif file [default: the host's zone: TZ and /etc/localtime, or
@@ -105,19 +104,12 @@ pub struct Opts {
     pub tz: Option<String>,
 
     /// Warning range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'w', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'w', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub warning: Option<Range>,
 
     /// Critical range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'c', long, value_name = "RANGE", value_parser = parse_range)]
+    #[arg(short = 'c', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub critical: Option<Range>,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse(s).map_err(|e| e.to_string())
 }
 
 /// What one source gave.
@@ -284,6 +276,24 @@ impl VolumeState {
         } else {
             format!("at least {d}")
         }
+    }
+
+    /// What the finding is about: the PV, the CSI driver of the kubelet's unique volume name
+    /// (`kubernetes.io/csi/<driver>^<handle>`), and the pod when exactly one is involved.
+    pub fn subject(&self) -> plugin::Subject {
+        let driver = self
+            .volume
+            .strip_prefix("kubernetes.io/csi/")
+            .and_then(|r| r.split_once('^'))
+            .map(|(d, _)| d);
+        let pod = match self.pods.as_slice() {
+            [p] => Some(p.as_str()),
+            _ => None,
+        };
+        plugin::Subject::new()
+            .maybe(plugin::Subject::pv, self.pv.as_deref())
+            .maybe(plugin::Subject::driver, driver)
+            .maybe(plugin::Subject::pod, pod)
     }
 }
 
@@ -471,29 +481,38 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
         if !v.pods.is_empty() {
             text.push_str(&format!(", pods {}", v.pods.join(" ")));
         }
-        let mut f =
-            Finding::new(st, text).detail(format!("error: {}", parse::shorten(&v.error, 600)));
+        let mut f = Finding::new(st, text)
+            .signal(if v.status == Status::Critical {
+                "volume_op_stuck"
+            } else {
+                "volume_op_failing"
+            })
+            .subject(v.subject())
+            .detail(format!("error: {}", parse::shorten(&v.error, 600)));
         if v.pv.is_some() {
             f = f.detail(format!("volume {}", v.volume));
         }
         report = report.finding(f);
     }
     for s in &data.sources {
-        report = report.finding(Finding::new(
-            Status::Ok,
-            format!(
-                "read {}: {} bytes, {} candidate line{}{}",
-                s.name,
-                s.bytes,
-                s.hits,
-                if s.hits == 1 { "" } else { "s" },
-                if s.complete {
-                    ""
-                } else {
-                    " (stopped at the deadline)"
-                }
-            ),
-        ));
+        report = report.finding(
+            Finding::new(
+                Status::Ok,
+                format!(
+                    "read {}: {} bytes, {} candidate line{}{}",
+                    s.name,
+                    s.bytes,
+                    s.hits,
+                    if s.hits == 1 { "" } else { "s" },
+                    if s.complete {
+                        ""
+                    } else {
+                        " (stopped at the deadline)"
+                    }
+                ),
+            )
+            .signal("log_source_read"),
+        );
         for n in &s.notes {
             report = report.note(n.clone());
         }
@@ -516,19 +535,6 @@ pub fn evaluate(data: &Data, rules: &Rules, now: i64) -> Report {
                 .uom(Uom::Seconds)
                 .min(0.0),
         )
-}
-
-trait MinRank {
-    fn min_rank(self, other: Status) -> Status;
-}
-impl MinRank for Status {
-    fn min_rank(self, other: Status) -> Status {
-        if self.rank() <= other.rank() {
-            self
-        } else {
-            other
-        }
-    }
 }
 
 /// What a source keeps between runs.
@@ -585,11 +591,35 @@ fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
     failures
 }
 
+/// What a log source's format says: UNKNOWN when it holds complete lines and none of the first
+/// ones is a kubelet log line, or nothing but a line over the cap (reading it as "no failures"
+/// would answer OK after seeing nothing); a note when lines over the cap were cut.
+pub fn format_verdict(name: &str, s: &scan::ScanStats) -> Result<Option<String>, Unknown> {
+    let cap = plugin::fmt_bytes(scan::LINE_MAX as u64);
+    if s.sampled > 0 && s.recognized == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: none of its first {} lines has the shape of one (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, or kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, bare or behind a syslog/journal, CRI or Docker json-file prefix)",
+            s.sampled
+        )));
+    }
+    if s.overlong > 0 && s.sampled == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: it holds a line longer than {cap} (the cap of one log line) and no complete line besides"
+        )));
+    }
+    Ok((s.overlong > 0).then(|| {
+        format!(
+            "{name}: {} line(s) longer than {cap} (the cap of one log line) were cut",
+            s.overlong
+        )
+    }))
+}
+
 /// Gather from every source. `read_deadline` is when reading must stop.
 /// The zone of klog/syslog local times: `--tz`, else the host's (its /etc/localtime in container
 /// mode), else this process's.
 pub fn zone(opts: &Opts) -> Result<Box<dyn time::Tz + Send + Sync>, Unknown> {
-    let host = node::Host::from_option(opts.host_root.as_deref());
+    let host = node::Host::from_option(opts.host.host_root.as_deref());
     let zoneinfo = host.file("/usr/share/zoneinfo");
     if let Some(spec) = &opts.tz {
         return node::logs::tz::resolve(spec, &zoneinfo).map_err(Unknown);
@@ -620,7 +650,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
     let mut data = Data::default();
     let journal_dir = opts.journal_dir.clone().or_else(|| {
         // The persistent journal, else the volatile one (Storage=volatile/auto without /var/log/journal).
-        opts.host_root.as_ref().map(|r| {
+        opts.host.host_root.as_ref().map(|r| {
             let persistent = r.join("var/log/journal");
             if persistent.is_dir() {
                 persistent
@@ -707,7 +737,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -745,6 +778,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 needles: parse::NEEDLES,
                 deadline: Some(read_deadline),
                 consume_partial_tail: true,
+                recognize: Some(parse::is_log_line),
             };
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
@@ -755,6 +789,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 |_| {},
             )
             .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+            notes.extend(format_verdict("stdin", &s)?);
             joiner.finish(|l| on_logical(l, &mut failures));
             data.streaks
                 .extend(streaks(&[], &failures, now - lookback, now));
@@ -785,11 +820,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             needles: parse::NEEDLES,
             deadline: Some(read_deadline),
             consume_partial_tail: false,
+            recognize: Some(parse::is_log_line),
         };
         let r = files::read(path, prev.as_ref(), &o, |l| {
             on_hit(l, &mut failures, &mut joiner)
         })
         .map_err(Unknown)?;
+        notes.extend(format_verdict(&name, &r.stats)?);
         // A partial piece that ends what is written so far is parsed as far as it goes (the
         // needle and the operation key are in the first piece); its rest comes alone next run.
         joiner.finish(|l| on_logical(l, &mut failures));
@@ -809,7 +846,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
                 streaks: runs.clone(),
             };
             if let Err(e) = state::save(p, &s) {
-                notes.push(e);
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
             }
         }
         ctx.debug(format!(
@@ -860,6 +900,36 @@ impl Check for Opts {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_log_of_another_format_is_unknown() {
+        let st = |sampled, recognized, overlong| scan::ScanStats {
+            sampled,
+            recognized,
+            overlong,
+            ..Default::default()
+        };
+        let e = format_verdict("f", &st(16, 0, 0)).unwrap_err();
+        assert!(
+            e.0.contains("f is not a kubelet log") && e.0.contains("klog"),
+            "{e}"
+        );
+        let e = format_verdict("f", &st(0, 0, 1)).unwrap_err();
+        assert!(
+            e.0.contains("longer than 1 MiB (the cap of one log line)"),
+            "{e}"
+        );
+        assert_eq!(
+            format_verdict("f", &st(0, 0, 0)).unwrap(),
+            None,
+            "nothing yet"
+        );
+        assert_eq!(format_verdict("f", &st(3, 1, 0)).unwrap(), None);
+        assert!(format_verdict("f", &st(3, 1, 2))
+            .unwrap()
+            .unwrap()
+            .contains("2 line(s) longer than 1 MiB"));
+    }
     use super::*;
 
     const MIN: i64 = 60_000;
@@ -1325,7 +1395,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("kubelet.log");
-        std::fs::write(&log, "no failure here\n").unwrap();
+        std::fs::write(
+            &log,
+            "I0713 20:27:25.123456    2166 kubelet.go:1] no failure here\n",
+        )
+        .unwrap();
         let st = dir.join("state");
         let opts = Opts::try_parse_from([
             "check_kubelet_nested_ops",

@@ -268,6 +268,20 @@ struct JsonLine {
     msg: Option<String>,
 }
 
+/// Is this a kubelet log line in any shape the check reads: a klog header (at the start or behind
+/// a syslog/journal, CRI or Docker json-file prefix), a syslog prefix, an RFC 3339 (CRI) prefix,
+/// or kubelet JSON logging. Used on the first lines of a source to tell "no failure" from "not a
+/// kubelet log at all".
+pub fn is_log_line(line: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    time::find_klog_header(line).is_some()
+        || time::syslog_prefix(line).is_some()
+        || time::parse_rfc3339(line).is_some()
+        || (line.starts_with(b"{\"")
+            && line.windows(5).any(|w| w == b"\"ts\":")
+            && line.windows(6).any(|w| w == b"\"msg\":"))
+}
+
 /// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
 /// source has one (the journal's `__REALTIME_TIMESTAMP`).
 pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) -> Option<Failure> {
@@ -514,5 +528,27 @@ mod tests {
             Some(("a\"b\\cAé".to_string(), 19))
         );
         assert_eq!(go_unquote(r#""open"#), None);
+    }
+
+    #[test]
+    fn log_line_shapes_are_recognized() {
+        for l in [
+            &b"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] x"[..],
+            b"Jul 13 20:27:25 k8s03 kubelet[2166]: something",
+            b"2026-07-13T20:27:25.123456789Z stderr F I0713 20:27:25.123456 1 a.go:1] x",
+            b"{\"log\":\"I0713 20:27:25.123456       1 a.go:1] x\\n\",\"stream\":\"stderr\"}",
+            b"{\"ts\":1689279645123.4,\"caller\":\"a.go:1\",\"msg\":\"x\"}",
+        ] {
+            assert!(is_log_line(l), "{}", String::from_utf8_lossy(l));
+        }
+        for l in [
+            &b"EXT4-fs error (device sdc): x"[..],
+            b"\x00\x00\x00",
+            b"6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk",
+            b"{\"kind\":\"PodList\"}",
+            b"",
+        ] {
+            assert!(!is_log_line(l), "{}", String::from_utf8_lossy(l));
+        }
     }
 }

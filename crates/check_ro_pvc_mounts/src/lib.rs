@@ -17,11 +17,10 @@ use clap::Parser;
 use kube::names::{Names, Wanted};
 use node::kubelet::{self, Kind};
 use node::probe::{self, Outcome};
-use node::{fsstate, Host, Mount};
+use node::{fsstate, Mount};
 use plugin::{
     Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds, Unknown,
 };
-use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,7 +32,9 @@ use std::time::Duration;
     about = "Alert on PersistentVolume filesystems that can no longer be written",
     long_about = "Alert on PersistentVolume filesystems that can no longer be written (ext4 remounted \
 read-only or in emergency read-only, XFS shut down, volumes that no longer answer), without alarming \
-on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+    mut_arg("include", |a| a.help("Only mount points matching REGEX (repeatable: any of them)")),
+    mut_arg("exclude", |a| a.help("Skip mount points matching REGEX, even when --include matches too (repeatable)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -44,7 +45,9 @@ pub struct Opts {
         short = 'w',
         long = "warning",
         value_name = "RANGE",
-        default_value = "0"
+        default_value = "0",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
     pub warning: Range,
 
@@ -53,46 +56,36 @@ pub struct Opts {
         short = 'c',
         long = "critical",
         value_name = "RANGE",
-        default_value = "0"
+        default_value = "0",
+        allow_hyphen_values = true,
+        value_parser = plugin::args::range
     )]
     pub critical: Range,
 
-    /// Mount table to read [default: /proc/self/mountinfo, or HOST_ROOT/proc/1/mountinfo]
-    #[arg(long, value_name = "FILE")]
-    pub mountinfo: Option<PathBuf>,
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 
-    /// sysfs of the node [default: /sys, or HOST_ROOT/sys]
-    #[arg(long, value_name = "DIR")]
-    pub sys: Option<PathBuf>,
+    #[command(flatten)]
+    pub sys: node::SysArg,
 
-    /// Where the host's / is mounted when running in a container (e.g. /host)
-    #[arg(long, value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
-    /// Kubelet root directory (repeatable) [default: each that exists of /var/lib/kubelet,
-    /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
-    #[arg(long = "kubelet-root", value_name = "DIR")]
-    pub kubelet_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run_dir: node::RunDirArg,
 
-    /// Only mount points matching this regex
-    #[arg(long, value_name = "REGEX")]
-    pub include: Option<Regex>,
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
-    /// Skip mount points matching this regex
-    #[arg(long, value_name = "REGEX")]
-    pub exclude: Option<Regex>,
+    #[command(flatten)]
+    pub filter: node::FilterArgs,
 
-    /// How long one mount point may take to answer stat/statfs/readdir
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_dur)]
-    pub probe_timeout: Duration,
+    #[command(flatten)]
+    pub probe: node::ProbeTimeoutArg,
 
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
     pub names: kube::NamesArgs,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// One PV filesystem (or block device) as found on the node.
@@ -126,26 +119,19 @@ pub struct NodeData {
     pub roots: Vec<PathBuf>,
     /// This node's name (for the next-step hints).
     pub node_name: Option<String>,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Group the kubelet's volume mounts into PV filesystems. Pure.
-pub fn group(
-    mounts: Vec<Mount>,
-    roots: &[PathBuf],
-    include: Option<&Regex>,
-    exclude: Option<&Regex>,
-) -> Vec<Volume> {
+pub fn group(mounts: Vec<Mount>, roots: &[PathBuf], filter: &node::FilterArgs) -> Vec<Volume> {
     let mut by_key: BTreeMap<String, Volume> = BTreeMap::new();
     for m in mounts {
         let Some(kp) = kubelet::classify(&m.mount_point, roots) else {
             continue;
         };
-        if include.is_some() || exclude.is_some() {
-            let mp = m.mount_point.to_string_lossy();
-            if include.is_some_and(|r| !r.is_match(&mp)) || exclude.is_some_and(|r| r.is_match(&mp))
-            {
-                continue;
-            }
+        if filter.is_set() && !filter.selects([m.mount_point.to_string_lossy().as_ref()]) {
+            continue;
         }
         let block_mode = matches!(kp.kind, Kind::PodBlock { .. } | Kind::BlockStaging { .. })
             && matches!(m.fstype.as_str(), "devtmpfs" | "tmpfs" | "udev");
@@ -181,37 +167,10 @@ pub fn group(
     by_key.into_values().collect()
 }
 
-/// Read everything the decision needs, under the deadline.
-pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
-    let host = Host::from_option(o.host_root.as_deref());
-    if let Some(problem) = host.access_problem() {
-        return Err(Unknown(problem));
-    }
-    let sys = o.sys.clone().unwrap_or_else(|| host.sys());
-    if let Some(r) = kubelet::missing_roots(&o.kubelet_root, &host).first() {
-        return Err(Unknown(format!(
-            "--kubelet-root {}: no such directory on this node",
-            r.display()
-        )));
-    }
-    let roots = kubelet::roots(&o.kubelet_root, &host);
-    if roots.is_empty() {
-        return Err(Unknown(format!(
-            "no kubelet root found (looked for {}); give --kubelet-root",
-            kubelet::DEFAULT_ROOTS.join(", ")
-        )));
-    }
-    ctx.debug(format!(
-        "kubelet roots: {}",
-        roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    // Without the right to look into the kubelet's directories every probe would fail with
-    // EACCES: say what is missing instead of reporting every volume as broken.
-    for r in &roots {
+/// Without the right to look into the kubelet's directories every probe would fail with EACCES:
+/// say what is missing instead of reporting every volume as broken.
+fn check_access(roots: &[PathBuf], host: &node::Host) -> Result<(), Unknown> {
+    for r in roots {
         let pods = host.mount_path(r.join("pods"));
         if let Err(e) = std::fs::read_dir(&pods) {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -223,8 +182,32 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
             }
         }
     }
+    Ok(())
+}
+
+/// Read everything the decision needs, under the deadline.
+pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
+    let host = o.host.host();
+    if let Some(problem) = host.access_problem() {
+        return Err(Unknown(problem));
+    }
+    let sys = o.sys.path(&host);
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = o.mountinfo.mountinfo.is_none()
+        && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
+    let roots = node::privilege::elevated_if(own, || o.kubelet_root.resolve(&host))?;
+    ctx.debug(format!(
+        "kubelet roots: {}",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    node::privilege::elevated_if(own, || check_access(&roots, &host))?;
     ctx.stage("reading the mount table");
-    let mi = o.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    let mi = o.mountinfo.path(&host);
     ctx.debug(format!("mount table: {}", mi.display()));
     // Only mounts below a kubelet root matter; every line is still validated.
     let prefixes: Vec<String> = roots
@@ -240,7 +223,22 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         prefixes.iter().any(|p| mp.starts_with(p.as_str()))
     })
     .map_err(Unknown)?;
-    let mut volumes = group(mounts, &roots, o.include.as_ref(), o.exclude.as_ref());
+    let under_roots = if o.filter.is_set() {
+        mounts
+            .iter()
+            .filter(|m| kubelet::classify(&m.mount_point, &roots).is_some())
+            .count()
+    } else {
+        0
+    };
+    let mut volumes = group(mounts, &roots, &o.filter);
+    // A filter that matched nothing must not read as "no PV mounts".
+    if volumes.is_empty() && under_roots > 0 {
+        return Err(Unknown(format!(
+            "{} matched none of the {under_roots} mounts under the kubelet root(s)",
+            o.filter.describe()
+        )));
+    }
 
     ctx.stage("reading filesystem error state from sysfs");
     let ext4 = fsstate::Ext4Index::read(&sys);
@@ -263,8 +261,12 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
 
     ctx.stage("probing PV mount points");
     let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
-    let timeout = o.probe_timeout.min(budget).max(Duration::from_millis(50));
-    let targets: Vec<PathBuf> = volumes
+    let timeout = o
+        .probe
+        .probe_timeout
+        .min(budget)
+        .max(Duration::from_millis(50));
+    let targets: Vec<(PathBuf, String)> = volumes
         .iter()
         .map(|v| {
             // Probe a staging mount when there is one (it exists as long as any pod uses the
@@ -276,10 +278,18 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
                 .unwrap_or(&v.mounts[0])
                 .0
                 .clone();
-            host.mount_path(mp)
+            (host.mount_path(mp), v.key.clone())
         })
         .collect();
-    let outcomes = probe::probe_many(&targets, timeout, 16);
+    let memory = probe::memory_for(o.run_dir.run_dir.as_deref(), o.host.host_root.as_deref());
+    let (outcomes, notes) = node::privilege::elevated_if(own, || {
+        probe::probe_remembered(
+            &targets,
+            timeout,
+            16,
+            memory.as_ref().map_err(|e| e.as_str()),
+        )
+    });
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
@@ -287,13 +297,17 @@ pub fn gather(o: &Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
     ctx.debug(format!("kernel: {kernel:?}"));
-    let can_read_all = node::host::has_capability(2) || node::host::has_capability(1);
+    // What the probes ran with: the binary's own privilege for the node's own roots.
+    let can_read_all = node::privilege::elevated_if(own, || {
+        node::host::has_capability(2) || node::host::has_capability(1)
+    });
     Ok(NodeData {
         volumes,
         kernel,
         roots,
         can_read_all,
         node_name: host.hostname(),
+        notes,
     })
 }
 
@@ -395,6 +409,12 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
             return Verdict::ReadOnly(with_errors(format!(
                 "the mount point does not answer (no answer in {})",
                 plugin::fmt_duration(*after)
+            )));
+        }
+        Some(o @ Outcome::StillHung { .. }) => {
+            return Verdict::ReadOnly(with_errors(format!(
+                "the mount point does not answer ({})",
+                o.describe()
             )));
         }
         _ => {}
@@ -506,6 +526,43 @@ pub fn wanted(data: &NodeData) -> Wanted {
     w
 }
 
+/// The machine-readable kind of a verdict (the finding's `signal`). Pure.
+pub fn signal_of(v: &Volume, verdict: &Verdict) -> &'static str {
+    let has = |o: &str| v.super_options.split(',').any(|x| x == o);
+    match verdict {
+        Verdict::Writable => "writable",
+        Verdict::ReadOnlyByDesign => "ro_by_design",
+        Verdict::Errors(_) => "fs_errors",
+        Verdict::ReadOnlyNoError(_) => "ro_no_error",
+        Verdict::ReadOnly(_) if v.block_mode => "block_ro",
+        Verdict::ReadOnly(_) if has("emergency_ro") => "emergency_ro",
+        Verdict::ReadOnly(_) if has("ro") => "remounted_ro",
+        Verdict::ReadOnly(_) => match v.probe {
+            Some(Outcome::Hung { .. }) => "mount_hung",
+            Some(Outcome::Failed { .. }) => "mount_io_error",
+            Some(Outcome::StillHung { .. }) => "mount_still_hung",
+            _ => "presumed_ro",
+        },
+    }
+}
+
+/// What a volume's finding is about: PV, claim and pod as far as `names` knows them, the
+/// device (block device or mount source) and the first mount point.
+fn volume_subject(v: &Volume, names: &Names) -> plugin::Subject {
+    let pv = v.names.iter().next().map(String::as_str).unwrap_or("");
+    let device = match &v.block_dev {
+        Some(d) if v.block_mode => d.as_str(),
+        _ => v.source.as_str(),
+    };
+    names
+        .subject(pv, v.pod_uids.iter().map(String::as_str))
+        .device(device.strip_prefix("/dev/").unwrap_or(device))
+        .maybe(
+            plugin::Subject::mount,
+            v.mounts.first().map(|(m, _)| m.to_string_lossy()),
+        )
+}
+
 /// The whole decision without names. Pure.
 pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
     evaluate_named(data, thresholds, &Names::default())
@@ -569,7 +626,9 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         } else {
             write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
         };
-        let mut f = Finding::new(status, text);
+        let mut f = Finding::new(status, text)
+            .signal(signal_of(v, &verdict))
+            .subject(volume_subject(v, names));
         if !v.pod_uids.is_empty() {
             let mut d = String::from("pods: ");
             for (i, u) in v.pod_uids.iter().enumerate() {
@@ -651,6 +710,7 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         status = status.worst(Status::Warning);
     }
     let mut r = Report::new(status, summary).unit("volume", "volumes");
+    r.notes.extend(data.notes.iter().cloned());
     let denied = data
         .volumes
         .iter()

@@ -66,7 +66,7 @@ fn table(radarr_super: &str) -> String {
 
 fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
     let m = parse(text, "t").unwrap();
-    let mut volumes = group(m, &roots(), None, None);
+    let mut volumes = group(m, &roots(), &node::FilterArgs::default());
     for v in &mut volumes {
         v.probe = Some(Outcome::Answered { is_dir: true });
     }
@@ -76,6 +76,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         roots: roots(),
         can_read_all: true,
         node_name: Some("k8s03".into()),
+        notes: vec![],
     }
 }
 
@@ -371,12 +372,26 @@ fn no_pv_mounts() {
 #[test]
 fn include_and_exclude_filter_mount_points() {
     let m = parse(&table("rw,emergency_ro"), "t").unwrap();
-    let ex = Regex::new("pvc-a634").unwrap();
-    let v = group(m.clone(), &roots(), None, Some(&ex));
+    let ex = regex::Regex::new("pvc-a634").unwrap();
+    let v = group(
+        m.clone(),
+        &roots(),
+        &node::FilterArgs {
+            exclude: vec![ex],
+            ..Default::default()
+        },
+    );
     // the staging mount of pvc-a634 has no PV name in its path: it stays as its own volume
     assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
-    let inc = Regex::new("pvc-healthy").unwrap();
-    let v = group(m, &roots(), Some(&inc), None);
+    let inc = regex::Regex::new("pvc-healthy").unwrap();
+    let v = group(
+        m,
+        &roots(),
+        &node::FilterArgs {
+            include: vec![inc],
+            ..Default::default()
+        },
+    );
     assert_eq!(v.len(), 1);
 }
 
@@ -478,4 +493,59 @@ fn eacces_is_a_broken_mount_only_when_we_could_read_anything() {
         "{:?}",
         r.notes
     );
+}
+
+#[test]
+fn every_verdict_has_its_signal_and_the_volume_its_subject() {
+    let sig = |d: &NodeData, pv: &str| {
+        let r = evaluate(d, &default_t());
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.subject.pv.as_deref() == Some(pv))
+            .unwrap_or_else(|| panic!("no finding with pv {pv}: {:?}", r.findings));
+        (f.signal, f.subject.clone())
+    };
+    let d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    let (s, subj) = sig(&d, "pvc-a634b9a3");
+    assert_eq!(s, "emergency_ro");
+    assert_eq!(
+        subj,
+        plugin::Subject::new()
+            .pv("pvc-a634b9a3")
+            .device("sdc")
+            .mount(format!(
+                "{K}/plugins/kubernetes.io/csi/jiva.csi.openebs.io/abc/globalmount"
+            ))
+    );
+    assert_eq!(sig(&d, "pvc-healthy").0, "writable");
+    assert_eq!(sig(&d, "pvc-readonly").0, "writable");
+    assert_eq!(
+        sig(&data(&table("ro"), (5, 4, 0)), "pvc-a634b9a3").0,
+        "remounted_ro"
+    );
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").probe = Some(Outcome::Hung {
+        after: Duration::from_secs(3),
+    });
+    vol(&mut d, "pvc-readonly").probe = Some(Outcome::Failed {
+        stage: node::probe::Stage::Stat,
+        errno: node::probe::Errno::EIO,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "mount_hung");
+    assert_eq!(sig(&d, "pvc-readonly").0, "mount_io_error");
+    let mut d = data(&table("rw"), (6, 13, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "presumed_ro");
+    let mut d = data(&table("rw"), (6, 18, 0));
+    vol(&mut d, "pvc-healthy").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-healthy").0, "fs_errors");
 }

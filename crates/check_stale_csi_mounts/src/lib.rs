@@ -53,78 +53,52 @@ states.";
     name = "check_stale_csi_mounts",
     version,
     about = "Find corrupted, hung, orphaned and stale CSI mounts under the kubelet root",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("pods_json", |a| a.help("Pods as `kubectl get pods -A -o json` prints them (all nodes are fine) instead of the API; `-` reads stdin")),
+    mut_arg("pvs_json", |a| a.help("PVs, and VolumeAttachments/CSIDrivers in the same List, as `kubectl get pv,volumeattachments,csidrivers -o json` prints them, instead of the API; `-` reads stdin")),
+    mut_arg("include", |a| a.help("Check only mounts whose mount point, PV or driver matches REGEX (repeatable)")),
+    mut_arg("exclude", |a| a.help("Skip mounts whose mount point, PV or driver matches REGEX (repeatable)"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
     /// Range on the number of stale mounts for WARNING (with -w/-c the count decides the state)
-    #[arg(short = 'w', long = "warning", value_name = "RANGE")]
+    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub warning: Option<Range>,
 
     /// Range on the number of stale mounts for CRITICAL
-    #[arg(short = 'c', long = "critical", value_name = "RANGE")]
+    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
     pub critical: Option<Range>,
 
-    /// Mount table to read [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]
-    #[arg(long, value_name = "FILE")]
-    pub mountinfo: Option<PathBuf>,
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 
-    /// Kubelet root directory, repeatable [default: each that exists of /var/lib/kubelet,
-    /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet, /var/lib/rancher/k3s/agent/kubelet]
-    #[arg(long = "kubelet-root", value_name = "DIR")]
-    pub kubelet_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
-    /// How long one mount may take to answer its probe (capped by what is left of -t)
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_probe_timeout)]
-    pub probe_timeout: Duration,
+    #[command(flatten)]
+    pub probe: node::ProbeTimeoutArg,
 
     #[command(flatten)]
     pub api: kube::ApiArgs,
 
-    /// This node's name as the API knows it [default: the host name]
-    #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
-    pub node: Option<String>,
+    /// `--node` and `--host-root` (container mode: the mount table and mount points are read
+    /// through it).
+    #[command(flatten)]
+    pub node: kube::NodeArg,
 
-    /// Pods as `kubectl get pods -A -o json` prints them (all nodes are fine) instead of the API;
-    /// `-` reads stdin
-    #[arg(
-        long = "pods-json",
-        value_name = "FILE|-",
-        help_heading = "Kubernetes API"
-    )]
-    pub pods_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub pods: kube::PodsJsonArg,
 
-    /// PVs, and VolumeAttachments/CSIDrivers in the same List, as
-    /// `kubectl get pv,volumeattachments,csidrivers -o json` prints them, instead of the API;
-    /// `-` reads stdin
-    #[arg(
-        long = "pvs-json",
-        value_name = "FILE|-",
-        help_heading = "Kubernetes API"
-    )]
-    pub pvs_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub pvs: kube::PvsJsonArg,
 
-    /// Check only mounts whose mount point, PV or driver matches (repeatable)
-    #[arg(long, value_name = "REGEX")]
-    pub include: Vec<Regex>,
+    #[command(flatten)]
+    pub filter: node::FilterArgs,
 
-    /// Skip mounts whose mount point, PV or driver matches (repeatable)
-    #[arg(long, value_name = "REGEX")]
-    pub exclude: Vec<Regex>,
-
-    /// Container mode: the host's / is mounted here (mount table and mount points are read through it)
-    #[arg(long = "host-root", value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
-}
-
-fn parse_probe_timeout(s: &str) -> Result<Duration, String> {
-    let d = plugin::parse_duration(s).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err("probe timeout must be greater than 0".into());
-    }
-    Ok(d)
+    #[command(flatten)]
+    pub run_dir: node::RunDirArg,
 }
 
 impl Check for Opts {
@@ -136,8 +110,7 @@ impl Check for Opts {
     }
 
     fn reads_stdin(&self) -> bool {
-        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
-        dash(&self.pods_json) || dash(&self.pvs_json)
+        self.pods.reads_stdin() || self.pvs.reads_stdin()
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
@@ -177,6 +150,8 @@ pub struct Data {
     pub cluster: ClusterView,
     /// The probe timeout actually used (--probe-timeout capped by the time left).
     pub probe_timeout: Duration,
+    /// Notes of the gathering (a stuck probe that could not be remembered).
+    pub notes: Vec<String>,
 }
 
 /// Who a mount belongs to, as far as the path, vol_data.json, the other mounts and the cluster tell.
@@ -302,50 +277,40 @@ fn read_input(path: &Path, what: &str) -> Result<String, Unknown> {
             .read_to_end(&mut buf)
             .map_err(|e| format!("{what} -: cannot read stdin: {}", node::errtext(&e)))?;
     } else {
-        buf = std::fs::read(path)
+        // A path the caller named: read with the caller's privilege.
+        buf = node::privilege::read(path)
             .map_err(|e| format!("{what} {}: {}", path.display(), node::errtext(&e)))?;
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn privilege_error(host: &node::Host, path: &Path, e: &std::io::Error) -> Unknown {
-    let container = if host.is_local() {
-        ""
-    } else {
-        "; in container mode also hostPID and CAP_SYS_PTRACE (to reach the host through /proc/1/root)"
-    };
-    Unknown(format!(
-        "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (the kubelet's directories are root-only){container}",
-        path.display(),
-        node::errtext(e)
-    ))
+    Unknown(node::args::privilege_text(host, path, e))
 }
 
 /// The cluster view: from --pods-json/--pvs-json when given, else from the API. Without any
 /// credentials (and none asked for) the API part is skipped, not failed; a failing API is kept
 /// as the reason, so the local findings still count.
 pub fn cluster_view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<ClusterView, Unknown> {
-    if opts.pods_json.as_deref() == Some(Path::new("-"))
-        && opts.pvs_json.as_deref() == Some(Path::new("-"))
-    {
+    if opts.pods.reads_stdin() && opts.pvs.reads_stdin() {
         return Err("--pods-json and --pvs-json cannot both read stdin".into());
     }
-    let node = match &opts.node {
+    let node = match &opts.node.node {
         Some(n) if !n.trim().is_empty() => n.trim().to_string(),
         _ => host
             .hostname()
             .ok_or("cannot tell this node's name from the host name: give --node")?,
     };
-    if opts.pods_json.is_none() && opts.pvs_json.is_none() {
+    if opts.pods.pods_json.is_none() && opts.pvs.pvs_json.is_none() {
         return Ok(api_view(opts, node, ctx));
     }
     let mut objects = Objects::default();
-    if let Some(p) = &opts.pods_json {
+    if let Some(p) = &opts.pods.pods_json {
         ctx.stage(format!("reading --pods-json {}", p.display()));
         let what = format!("--pods-json {}", p.display());
         cluster::parse_objects(&read_input(p, "--pods-json")?, &what, "Pod", &mut objects)?;
     }
-    if let Some(p) = &opts.pvs_json {
+    if let Some(p) = &opts.pvs.pvs_json {
         ctx.stage(format!("reading --pvs-json {}", p.display()));
         let what = format!("--pvs-json {}", p.display());
         cluster::parse_objects(
@@ -363,7 +328,11 @@ pub fn cluster_view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<Cluster
         objects.drivers.len(),
         objects.ignored
     ));
-    Ok(objects.into_view(node, opts.pods_json.is_some(), opts.pvs_json.is_some()))
+    Ok(objects.into_view(
+        node,
+        opts.pods.pods_json.is_some(),
+        opts.pvs.pvs_json.is_some(),
+    ))
 }
 
 /// How long the API may take: what is left, minus the probes' time and a reserve, but at least
@@ -376,7 +345,7 @@ pub fn api_budget(remaining: Duration, probe_timeout: Duration) -> Duration {
 
 /// `kube::connect`, with a deadline of our own (see [`api_budget`]).
 fn connect(opts: &Opts, ctx: &Ctx) -> Result<kube::Client, Unknown> {
-    let budget = api_budget(ctx.remaining(), opts.probe_timeout);
+    let budget = api_budget(ctx.remaining(), opts.probe.probe_timeout);
     ctx.debug(format!("API budget {}", plugin::fmt_duration(budget)));
     kube::connect_until(&opts.api, ctx, std::time::Instant::now() + budget)
 }
@@ -420,46 +389,34 @@ fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
 
 /// All I/O: mount table, vol_data.json files, cluster view, probes. Bounded by the deadline.
 pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
-    let host = node::Host::from_option(opts.host_root.as_deref());
+    let host = opts.node.host.host();
 
     ctx.stage("looking for the kubelet root");
-    for r in &opts.kubelet_root {
-        match std::fs::metadata(host.mount_path(r)) {
-            Ok(m) if m.is_dir() => {}
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(privilege_error(&host, r, &e))
-            }
-            Ok(_) => return Err(format!("--kubelet-root {}: not a directory", r.display()).into()),
-            Err(e) => {
-                return Err(format!("--kubelet-root {}: {}", r.display(), node::errtext(&e)).into())
-            }
-        }
-    }
-    let roots = node::kubelet::roots(&opts.kubelet_root, &host);
-    if roots.is_empty() {
-        return Err(format!(
-            "no kubelet root found (tried {}): give --kubelet-root",
-            node::kubelet::DEFAULT_ROOTS.join(", ")
-        )
-        .into());
-    }
-    // Without CAP_DAC_READ_SEARCH every probe below the root-only pods/ directory fails with
-    // EACCES, which would read as "corrupted": refuse to guess.
-    for r in &roots {
-        for sub in ["", "pods", "plugins/kubernetes.io/csi"] {
-            let p = if sub.is_empty() {
-                r.clone()
-            } else {
-                r.join(sub)
-            };
-            match std::fs::read_dir(host.mount_path(&p)) {
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(privilege_error(&host, &p, &e))
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
+    // its own mount table only: never a root or a mount table the caller named.
+    let own = opts.mountinfo.mountinfo.is_none()
+        && node::kubelet::roots_are_own(&opts.kubelet_root.kubelet_root, &host);
+    let roots = node::privilege::elevated_if(own, || -> Result<Vec<PathBuf>, Unknown> {
+        let roots = opts.kubelet_root.resolve(&host)?;
+        // Without CAP_DAC_READ_SEARCH every probe below the root-only pods/ directory fails with
+        // EACCES, which would read as "corrupted": refuse to guess.
+        for r in &roots {
+            for sub in ["", "pods", "plugins/kubernetes.io/csi"] {
+                let p = if sub.is_empty() {
+                    r.clone()
+                } else {
+                    r.join(sub)
+                };
+                match std::fs::read_dir(host.mount_path(&p)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        return Err(privilege_error(&host, &p, &e))
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
-    }
+        Ok(roots)
+    })?;
     ctx.debug(format!(
         "kubelet roots: {}",
         roots
@@ -469,7 +426,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             .join(", ")
     ));
 
-    let mi_path = opts.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+    let mi_path = opts.mountinfo.path(&host);
     ctx.stage(format!("reading {}", mi_path.display()));
     let table = node::mountinfo::read(&mi_path)?;
     ctx.debug(format!("{}: {} mounts", mi_path.display(), table.len()));
@@ -505,32 +462,56 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         "reading vol_data.json of {} CSI mounts",
         mounts.len()
     ));
-    for m in &mut mounts {
-        match node::kubelet::read_vol_data(&host, &m.mount_point) {
-            Ok(v) => m.vol_data = v,
-            Err(e) if e.ends_with("(EACCES)") => {
-                return Err(
-                    format!("cannot read {e}: run as root or grant CAP_DAC_READ_SEARCH").into(),
-                )
+    node::privilege::elevated_if(own, || -> Result<(), Unknown> {
+        for m in &mut mounts {
+            match node::kubelet::read_vol_data(&host, &m.mount_point) {
+                Ok(v) => m.vol_data = v,
+                Err(e) if e.ends_with("(EACCES)") => {
+                    return Err(format!(
+                        "cannot read {e}: run as root or grant CAP_DAC_READ_SEARCH"
+                    )
+                    .into())
+                }
+                Err(e) => m.vol_data_error = Some(e),
             }
-            Err(e) => m.vol_data_error = Some(e),
         }
-    }
+        Ok(())
+    })?;
 
     let cluster = cluster_view(opts, &host, ctx)?;
 
     let ids = identify(&mounts, &cluster);
     for (m, id) in mounts.iter_mut().zip(&ids) {
-        m.selected = selected(m, id, &opts.include, &opts.exclude);
+        m.selected = selected(m, id, &opts.filter.include, &opts.filter.exclude);
     }
 
     let targets: Vec<usize> = (0..mounts.len()).filter(|&i| mounts[i].selected).collect();
-    let paths: Vec<PathBuf> = targets
+    // A filter that matched nothing must not read as "no CSI mounts".
+    if targets.is_empty() && !mounts.is_empty() && opts.filter.is_set() {
+        return Err(Unknown(format!(
+            "{} matched none of the {} CSI mounts under {}",
+            opts.filter.describe(),
+            mounts.len(),
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let paths: Vec<(PathBuf, String)> = targets
         .iter()
-        .map(|&i| host.mount_path(&mounts[i].mount_point))
+        .map(|&i| {
+            let m = &mounts[i];
+            (
+                host.mount_path(&m.mount_point),
+                format!("{}:{}", m.major, m.minor),
+            )
+        })
         .collect();
-    let probe_timeout = probe_budget(opts.probe_timeout, ctx.remaining(), paths.len());
-    if probe_timeout < opts.probe_timeout {
+    let mut notes = Vec::new();
+    let probe_timeout = probe_budget(opts.probe.probe_timeout, ctx.remaining(), paths.len());
+    if probe_timeout < opts.probe.probe_timeout {
         ctx.debug(format!(
             "probe timeout capped at {} to answer within -t",
             plugin::fmt_duration(probe_timeout)
@@ -542,8 +523,19 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             paths.len(),
             plugin::fmt_duration(probe_timeout)
         ));
-        let outcomes =
-            node::probe::probe_many(&paths, probe_timeout, paths.len().min(MAX_PARALLEL));
+        let memory = node::probe::memory_for(
+            opts.run_dir.run_dir.as_deref(),
+            opts.node.host.host_root.as_deref(),
+        );
+        let (outcomes, n) = node::privilege::elevated_if(own, || {
+            node::probe::probe_remembered(
+                &paths,
+                probe_timeout,
+                paths.len().min(MAX_PARALLEL),
+                memory.as_ref().map_err(|e| e.as_str()),
+            )
+        });
+        notes = n;
         for (&i, o) in targets.iter().zip(outcomes) {
             ctx.debug(format!(
                 "probe {}: {}",
@@ -558,6 +550,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         mounts,
         cluster,
         probe_timeout,
+        notes,
     })
 }
 
@@ -576,7 +569,8 @@ pub fn probe_budget(wanted: Duration, remaining: Duration, probes: usize) -> Dur
 #[derive(Debug, Clone, PartialEq)]
 pub enum Problem {
     Corrupted(String),
-    Hung(Duration),
+    /// No answer: why (`no answer in 3s`, or still hung from an earlier run).
+    Hung(String),
     /// The probe failed in a way that says nothing about the mount (fork failed, other errno).
     NotProbed(String),
     Orphaned,
@@ -591,6 +585,18 @@ impl Problem {
             Problem::Unpublished => Status::Warning,
             Problem::NotProbed(_) => Status::Unknown,
             _ => Status::Critical,
+        }
+    }
+    /// The finding's machine-readable kind.
+    pub fn signal(&self) -> &'static str {
+        match self {
+            Problem::Corrupted(_) => "stale_mount",
+            Problem::Hung(_) => "mount_hung",
+            Problem::NotProbed(_) => "not_probed",
+            Problem::Orphaned => "orphaned_mount",
+            Problem::PvGone => "staging_pv_gone",
+            Problem::NotAttached => "staging_not_attached",
+            Problem::Unpublished => "staging_unpublished",
         }
     }
     /// Counts as a stale mount (everything but "could not probe").
@@ -617,7 +623,9 @@ pub fn problems(i: usize, data: &Data, ids: &[Identity]) -> Vec<Problem> {
     let mut out = Vec::new();
     match &m.probe {
         Some(o) if o.is_corrupted() => out.push(Problem::Corrupted(o.describe())),
-        Some(Outcome::Hung { after }) => out.push(Problem::Hung(*after)),
+        Some(o @ (Outcome::Hung { .. } | Outcome::StillHung { .. })) => {
+            out.push(Problem::Hung(o.describe()))
+        }
         Some(Outcome::ProbeError(e)) => out.push(Problem::NotProbed(e.clone())),
         // Gone between reading the table and probing: unmounted meanwhile, nothing stale.
         Some(Outcome::Failed { errno, .. }) if *errno == nix::errno::Errno::ENOENT => {}
@@ -667,10 +675,7 @@ fn headline(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String
     let pv = id.pv.as_deref().unwrap_or("?");
     match p {
         Problem::Corrupted(why) => format!("corrupted {kw} {mp}: {why}"),
-        Problem::Hung(after) => format!(
-            "hung {kw} {mp}: no answer in {}",
-            plugin::fmt_duration(*after)
-        ),
+        Problem::Hung(why) => format!("hung {kw} {mp}: {why}"),
         Problem::NotProbed(why) => format!("{kw} {mp} not probed: {why}"),
         Problem::Orphaned => {
             let uid = id.pod_uid.as_deref().unwrap_or("?");
@@ -729,31 +734,55 @@ fn short(p: &Problem) -> &'static str {
 
 fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
     let driver = id.driver.as_deref().unwrap_or("its driver");
-    let mp = m.mount_point.display();
+    // The path as one shell word: a hostile path cannot break out of the command.
+    let mp = plugin::shell_quote(&m.mount_point.to_string_lossy());
     let plugin = format!("restart the CSI node plugin pod of {driver} on this node");
     match p {
         Problem::Corrupted(_) | Problem::Hung(_) if is_pod_mount(&m.kind) => {
             let pod_alive = id.pod_uid.as_deref().and_then(|u| c.pod(u)).filter(|p| p.node.as_deref() == Some(c.node.as_str()));
             match pod_alive {
                 Some(pod) => format!(
-                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount '{mp}'",
+                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount {mp}",
                     pod.namespace, pod.name
                 ),
-                None => format!("hint: {plugin}; if the mount stays wedged: umount '{mp}', then restart the kubelet"),
+                None => format!("hint: {plugin}; if the mount stays wedged: umount {mp}, then restart the kubelet"),
             }
         }
         Problem::Corrupted(_) | Problem::Hung(_) => {
             format!("hint: {plugin}; if pods still wait in ContainerCreating, restart the kubelet")
         }
         Problem::NotProbed(_) => "hint: run with -vv to see every probe's answer".into(),
-        Problem::Orphaned => format!("hint: umount '{mp}' (its pod is gone), then restart the kubelet so its volume queue moves again"),
+        Problem::Orphaned => format!("hint: umount {mp} (its pod is gone), then restart the kubelet so its volume queue moves again"),
         Problem::PvGone | Problem::NotAttached => format!(
-            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount '{mp}'"
+            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount {mp}"
         ),
         Problem::Unpublished => format!(
             "hint: the kubelet unstages unused volumes within minutes; if this stays, restart the kubelet, then {plugin}"
         ),
     }
+}
+
+/// What a mount's finding is about: node, PV, claim, pod, driver, mount source and point.
+fn mount_subject(
+    m: &CsiMount,
+    id: &Identity,
+    c: &ClusterView,
+    names: &kube::Names,
+) -> plugin::Subject {
+    let mut s = names
+        .subject(id.pv.as_deref().unwrap_or(""), id.pod_uid.as_deref())
+        .node(c.node.as_str())
+        .maybe(plugin::Subject::driver, id.driver.as_deref())
+        .device(m.source.strip_prefix("/dev/").unwrap_or(&m.source))
+        .mount(m.mount_point.to_string_lossy());
+    if s.pod.is_none() {
+        if let Some(p) = id.pod_uid.as_deref().and_then(|u| c.pod(u)) {
+            if s.namespace.as_deref().is_none_or(|ns| ns == p.namespace) {
+                s = s.namespace(p.namespace.as_str()).pod(p.name.as_str());
+            }
+        }
+    }
+    s
 }
 
 /// Who a mount is for, as an operator knows it (`media/radarr-0 (PVC media/radarr-config,
@@ -853,6 +882,8 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
                 Status::Ok,
                 format!("healthy {} {}", kind_word(&m.kind), m.mount_point.display()),
             )
+            .signal("healthy")
+            .subject(mount_subject(m, id, c, &names))
             .detail(identity_line(m, id, c, &names));
             if let Some(e) = &m.vol_data_error {
                 f = f.detail(format!("note: {e}"));
@@ -868,7 +899,10 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
         if let Some(who) = named(id, &names) {
             text.push_str(&format!(" — {who}"));
         }
-        let mut f = Finding::new(primary.status(), text).detail(identity_line(m, id, c, &names));
+        let mut f = Finding::new(primary.status(), text)
+            .signal(primary.signal())
+            .subject(mount_subject(m, id, c, &names))
+            .detail(identity_line(m, id, c, &names));
         let also: Vec<&str> = probs[1..].iter().map(short).collect();
         if !also.is_empty() {
             f = f.detail(format!("also: {}", also.join(", ")));
@@ -953,6 +987,9 @@ pub fn evaluate(data: &Data, opts: &Opts) -> Report {
     }
     if use_thresholds {
         report = report.note("state from -w/-c on the number of stale mounts");
+    }
+    for n in &data.notes {
+        report = report.note(n.clone());
     }
 
     report

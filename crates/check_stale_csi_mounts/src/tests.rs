@@ -112,6 +112,7 @@ fn data(mounts: Vec<CsiMount>, cluster: ClusterView) -> Data {
         mounts,
         cluster,
         probe_timeout: Duration::from_secs(3),
+        notes: vec![],
     }
 }
 
@@ -323,7 +324,7 @@ fn orphaned_pod_mount_needs_the_pod_list_and_filters_by_node() {
     assert!(
         f.details
             .iter()
-            .any(|d| d.starts_with("hint: umount '/var/lib/kubelet/pods/u-1/")),
+            .any(|d| d.starts_with("hint: umount /var/lib/kubelet/pods/u-1/")),
         "{f:?}"
     );
     // Absent from the list altogether.
@@ -746,4 +747,27 @@ fn findings_name_the_pod_and_claim_the_cross_checks_read() {
     let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
     let t = problem_texts(&r);
     assert!(t[0].ends_with("no answer in 3s"), "{}", t[0]);
+}
+
+/// Issue 16: a `'` in a mount path cannot break out of the hint's `umount` command.
+#[test]
+fn umount_hint_quotes_a_hostile_path() {
+    let mut ms = healthy_pair();
+    ms[1].mount_point = std::path::PathBuf::from("/var/lib/kubelet/pods/u-1/x'; rm -rf / #");
+    let view = full_view(
+        vec![pod("u-1", "worker-01"), pod("u-9", NODE)],
+        vec![pv("pvc-a")],
+        vec![va("pvc-a", NODE)],
+    );
+    let r = evaluate(&data(ms, view), &opts(&[]));
+    let hint = r
+        .findings
+        .iter()
+        .flat_map(|f| f.details.iter())
+        .find(|d| d.starts_with("hint: umount "))
+        .unwrap_or_else(|| panic!("an umount hint: {r:?}"));
+    assert!(
+        hint.starts_with("hint: umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #' "),
+        "{hint}"
+    );
 }

@@ -10,7 +10,9 @@ use classify::{Category, Device, Patterns};
 use kube::names::{Names, Wanted};
 use node::logs::{kmsg, state, time};
 use node::Host;
-use plugin::{Check, CommonArgs, Ctx, Finding, Perfdata, Report, Status, Unknown};
+use plugin::{
+    Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds, Unknown,
+};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -47,24 +49,29 @@ pub struct Opts {
     #[arg(long, value_name = "PATH")]
     pub kmsg: Option<PathBuf>,
 
-    /// Host root in container mode (defaults become <DIR>/dev/kmsg, <DIR>/proc/1/mountinfo, <DIR>/sys)
-    #[arg(long = "host-root", value_name = "DIR")]
-    pub host_root: Option<PathBuf>,
+    /// Range on the number of storage-error records in the window for WARNING (with -w/-c the
+    /// count decides the state instead of each record's kind)
+    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
+    pub warning: Option<Range>,
 
-    /// Mount table used to map devices to mount points [default: /proc/self/mountinfo]
-    #[arg(long, value_name = "PATH")]
-    pub mountinfo: Option<PathBuf>,
+    /// Range on the number of storage-error records in the window for CRITICAL
+    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
+    pub critical: Option<Range>,
 
-    /// sysfs, to map devices (partitions, device-mapper holders, SCSI addresses, iSCSI sessions) [default: /sys]
-    #[arg(long, value_name = "DIR")]
-    pub sys: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
-    /// Kubelet root(s) under which mount points name their PV (repeatable) [default: the usual roots that exist]
-    #[arg(long = "kubelet-root", value_name = "DIR")]
-    pub kubelet_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
+
+    #[command(flatten)]
+    pub sys: node::SysArg,
+
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
     /// Only records of the last DURATION count (0: every record in the buffer)
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = plugin::args::duration)]
     pub window: Duration,
 
     /// Keep the last sequence number, the boot id and the window's findings here
@@ -72,27 +79,20 @@ pub struct Opts {
     pub state_dir: Option<PathBuf>,
 
     /// Extra regex for CRITICAL records (repeatable; used for records no built-in rule knows)
-    #[arg(long = "critical-pattern", value_name = "REGEX", value_parser = parse_re)]
+    #[arg(long = "critical-pattern", value_name = "REGEX", value_parser = plugin::args::regex)]
     pub critical_pattern: Vec<Regex>,
 
     /// Extra regex for WARNING records (repeatable; used for records no built-in rule knows)
-    #[arg(long = "warning-pattern", value_name = "REGEX", value_parser = parse_re)]
+    #[arg(long = "warning-pattern", value_name = "REGEX", value_parser = plugin::args::regex)]
     pub warning_pattern: Vec<Regex>,
 
     /// Ignore records matching this regex (repeatable; checked before every other rule)
-    #[arg(long = "exclude-pattern", value_name = "REGEX", value_parser = parse_re)]
+    #[arg(long = "exclude-pattern", value_name = "REGEX", value_parser = plugin::args::regex)]
     pub exclude_pattern: Vec<Regex>,
 
     /// Names an operator knows: pods and claims of the volumes the errors hit
     #[command(flatten)]
     pub names: kube::NamesArgs,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
-}
-fn parse_re(s: &str) -> Result<Regex, String> {
-    Regex::new(s).map_err(|e| format!("invalid regex: {e}"))
 }
 
 /// One classified record.
@@ -136,6 +136,43 @@ pub fn pod_uid_of(mount_point: &Path) -> Option<String> {
         (w[0] == "pods" && (w[2] == "volumes" || w[2] == "volumeDevices") && !w[1].is_empty())
             .then(|| w[1].to_string())
     })
+}
+
+/// What a device's finding is about: the block device (or the one disk behind a SCSI address
+/// or iSCSI session), the iSCSI session, and the PV, claim, pod and mount point when the device
+/// holds exactly one PV.
+fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::Subject {
+    let Some(dev) = dev else {
+        return plugin::Subject::new();
+    };
+    let h = data.holdings.get(dev);
+    let (pvs, uids) = h.map(held).unwrap_or_default();
+    let mut s = match pvs.as_slice() {
+        [pv] => names.subject(pv, uids.iter().map(String::as_str)),
+        _ => plugin::Subject::new(),
+    };
+    s = match dev {
+        Device::Block(b) => s.device(b.as_str()),
+        Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {
+            Some([one]) => s.device(one.as_str()),
+            _ => s,
+        },
+    };
+    if let Device::IscsiSession(n) = dev {
+        s = s.session(format!("session{n}"));
+    }
+    // The one mount, else the first mount of the one PV.
+    let mount = h.and_then(|h| match h.mounts.as_slice() {
+        [(mp, _)] => Some(mp),
+        ms => ms
+            .iter()
+            .find(|(_, p)| p.is_some() && p.as_deref() == s.pv.as_deref())
+            .map(|(mp, _)| mp),
+    });
+    match mount {
+        Some(mp) => s.mount(mp.to_string_lossy()),
+        None => s,
+    }
 }
 
 /// PVs and pod UIDs of what a device holds.
@@ -189,6 +226,18 @@ pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
 
 /// Aggregate and decide (pure), volumes named with what `names` knows (its notes are added).
 pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> Report {
+    evaluate_with(data, window_ms, now, names, &Thresholds::default())
+}
+
+/// As [`evaluate_named`], with -w/-c ranges on the number of storage-error records in the
+/// window: when one is given, that count decides the state instead of each record's kind.
+pub fn evaluate_with(
+    data: &Data,
+    window_ms: i64,
+    now: i64,
+    names: &Names,
+    thresholds: &Thresholds,
+) -> Report {
     type Key = (Category, Option<Device>);
     let mut groups: BTreeMap<Key, Vec<&Event>> = BTreeMap::new();
     let mut counts: BTreeMap<Category, u64> = BTreeMap::new();
@@ -248,6 +297,8 @@ pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> R
                 time::fmt_utc(last.t)
             ),
         )
+        .signal(cat.label())
+        .subject(device_subject(dev.as_ref(), data, names))
         .detail(format!("kernel: {}", last.text));
         if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
             for (mp, pv) in h.mounts.iter().take(5) {
@@ -278,6 +329,12 @@ pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> R
         parts.truncate(3);
         format!("{}{more}", parts.join("; "))
     };
+    let errors: u64 = counts.values().sum();
+    let status = if thresholds.warning.is_some() || thresholds.critical.is_some() {
+        thresholds.evaluate(errors as f64)
+    } else {
+        status
+    };
     let mut report = Report::new(status, summary);
     if !data.complete {
         report = report
@@ -306,7 +363,13 @@ pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> R
         report =
             report.perf(Perfdata::new(c.label(), *counts.get(&c).unwrap_or(&0) as f64).min(0.0));
     }
-    report.perf(Perfdata::new("records", data.records as f64).min(0.0))
+    report
+        .perf(Perfdata::new("records", data.records as f64).min(0.0))
+        .perf(
+            Perfdata::new("storage_errors", errors as f64)
+                .thresholds(thresholds)
+                .min(0.0),
+        )
 }
 
 /// What the check keeps between runs.
@@ -470,10 +533,16 @@ pub fn position_beyond_log(after: u64, max_seq: Option<u64>, complete: bool) -> 
     complete && max_seq.is_none_or(|m| m < after)
 }
 
+/// Storage events kept (in the state and for the answer): the newest ones.
+const MAX_EVENTS: usize = 5000;
+
 /// Read, classify, resolve.
 pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
-    let host = Host::from_option(opts.host_root.as_deref());
+    let host = opts.host.host();
+    // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
+    let roots = opts.kubelet_root.resolve_if_any(&host)?;
     let kmsg_path = opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"));
+    let own_kmsg = opts.kmsg.is_none() && host.is_local();
     let patterns = opts.patterns();
     let window_ms = opts.window.as_millis() as i64;
     let (mono_now, real_now) = kmsg::clocks();
@@ -516,26 +585,34 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         let mut first_seq: Option<u64> = None;
         let mut max_seq: Option<u64> = None;
         let mut records = 0u64;
-        let res = kmsg::read(&kmsg_path, deadline, |r| {
-            records += 1;
-            first_seq.get_or_insert(r.seq);
-            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-                return;
-            }
-            let t = kmsg::wall_ms(r.usec, mono_now, real_now);
-            if window_ms > 0 && t < now - window_ms {
-                return;
-            }
-            if let Some((cat, dev)) = patterns.classify(&r.text) {
-                events.push(Event {
-                    seq: r.seq,
-                    t,
-                    category: cat.label().to_string(),
-                    device: dev,
-                    text: r.text.clone(),
-                });
-            }
+        // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
+        let res = node::privilege::elevated_if(own_kmsg, || {
+            kmsg::read(&kmsg_path, deadline, |r| {
+                records += 1;
+                first_seq.get_or_insert(r.seq);
+                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                    return;
+                }
+                let t = kmsg::wall_ms(r.usec, mono_now, real_now);
+                if window_ms > 0 && t < now - window_ms {
+                    return;
+                }
+                if let Some((cat, dev)) = patterns.classify(&r.text) {
+                    events.push(Event {
+                        seq: r.seq,
+                        t,
+                        category: cat.label().to_string(),
+                        device: dev,
+                        text: r.text.clone(),
+                    });
+                    // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
+                    // log of nothing but errors cannot grow memory without bound.
+                    if events.len() >= 2 * MAX_EVENTS {
+                        events.drain(..events.len() - MAX_EVENTS);
+                    }
+                }
+            })
         });
         let stats = match res {
             Ok(s) => s,
@@ -586,8 +663,8 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     if window_ms > 0 {
         events.retain(|e| e.t >= now - window_ms);
     }
-    if events.len() > 5000 {
-        events.drain(..events.len() - 5000);
+    if events.len() > MAX_EVENTS {
+        events.drain(..events.len() - MAX_EVENTS);
     }
     // Save before resolving (resolution reads sysfs and the mount table only).
     if let Some(p) = &state_path {
@@ -597,23 +674,20 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             events: events.clone(),
         };
         if let Err(e) = state::save(p, &s) {
-            data.notes.push(e);
+            // A refused directory was already named when loading.
+            if !data.notes.contains(&e) {
+                data.notes.push(e);
+            }
         }
     }
     // Devices → mounts → PVs.
     let devices: BTreeSet<Device> = events.iter().filter_map(|e| e.device.clone()).collect();
     if !devices.is_empty() {
         ctx.stage("mapping devices to mounts");
-        let mi_path = opts.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
-        let sys = opts.sys.clone().unwrap_or_else(|| host.sys());
+        let mi_path = opts.mountinfo.path(&host);
+        let sys = opts.sys.path(&host);
         match node::mountinfo::read(&mi_path) {
             Ok(mounts) => {
-                let roots = node::kubelet::roots(&opts.kubelet_root, &host);
-                let roots = if roots.is_empty() {
-                    opts.kubelet_root.clone()
-                } else {
-                    roots
-                };
                 for d in devices {
                     let h = resolve(&d, &sys, &mounts, &roots, &host);
                     ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
@@ -656,7 +730,8 @@ impl Check for Opts {
         let (window, now) = (self.window.as_millis() as i64, time::now_ms());
         // Names only after the kernel log is read, and only for the volumes the errors hit.
         let names = resolve_names(&self.names, &wanted(&data, window, now), ctx);
-        Ok(evaluate_named(&data, window, now, &names))
+        let t = Thresholds::new(self.warning.clone(), self.critical.clone());
+        Ok(evaluate_with(&data, window, now, &names, &t))
     }
 }
 
@@ -702,8 +777,11 @@ mod tests {
         assert!(r
             .summary
             .contains("no storage errors in the last 15m (100 records read)"));
-        assert_eq!(r.perfdata.len(), Category::ALL.len() + 1);
-        assert_eq!(r.perfdata.last().unwrap().label, "records");
+        // One counter per category, the records read, and the headline count -w/-c apply to.
+        assert_eq!(r.perfdata.len(), Category::ALL.len() + 2);
+        assert_eq!(r.perfdata[Category::ALL.len()].label, "records");
+        assert_eq!(r.perfdata.last().unwrap().label, "storage_errors");
+        assert_eq!(r.perfdata.last().unwrap().value, 0.0);
     }
 
     #[test]

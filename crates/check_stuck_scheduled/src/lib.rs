@@ -45,11 +45,11 @@ pub struct Opts {
     pub common: CommonArgs,
 
     /// Warn when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -74,10 +74,6 @@ pub struct Opts {
     pub pods: PodsJsonArg,
 }
 
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
-}
-
 /// Which rule found a pod stuck.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
@@ -92,6 +88,14 @@ impl Rule {
         match self {
             Rule::NoStatus => "no container status (the kubelet never started it)",
             Rule::Creating => "all containers still ContainerCreating/PodInitializing",
+        }
+    }
+
+    /// The finding's machine-readable kind.
+    pub fn signal(self) -> &'static str {
+        match self {
+            Rule::NoStatus => "stuck_no_status",
+            Rule::Creating => "stuck_creating",
         }
     }
 }
@@ -190,8 +194,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         );
         if young > 0 {
             s.push_str(&format!(
-                ", {young} pending without containers for less than {}",
-                range_text(&o.warning)
+                ", {young} pending without containers {}",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s
@@ -231,7 +235,12 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if c.scheduled_at.is_none() {
             text.push_str(" (no scheduling time recorded)");
         }
-        let mut f = Finding::new(*s, text);
+        let mut f = Finding::new(*s, text).signal(c.rule.signal()).subject(
+            plugin::Subject::new()
+                .node(c.node.as_str())
+                .namespace(c.namespace.as_str())
+                .pod(c.name.as_str()),
+        );
         if let Some((reason, msg, when)) = d.events.get(&key) {
             let ago = when
                 .map(|t| format!(" ({} ago)", age((now - t).max(0))))
@@ -247,14 +256,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         r = r.note(n.clone());
     }
     r
-}
-
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
 }
 
 /// The latest FailedMount/FailedAttachVolume event among `events`.
@@ -282,23 +283,25 @@ impl Opts {
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         let filter = self.filter()?;
-        let mut d = Data {
-            scope: filter.describe(),
-            ..Default::default()
-        };
+        let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
             if let Some(c) = classify(&p) {
                 d.candidates.push(c);
             }
         };
-        let client = kube::scan_pods(
+        // No pod on the node: prove the node exists rather than answer OK on nothing.
+        let scan = kube::nodes::scan_node_pods(
             self.pods.pods_json.as_deref(),
             &self.api,
-            &filter,
+            filter,
+            !self.all_nodes && self.node.guessed(),
             ctx,
             &mut take,
         )?;
+        d.scope = scan.filter.describe();
+        d.notes.extend(scan.note);
+        let client = scan.client;
         if !self.no_events {
             let stuck = self.stuck_keys(&d, now);
             match &client {

@@ -55,11 +55,11 @@ pub struct Opts {
     pub common: CommonArgs,
 
     /// Warn when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'w', long = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", visible_alias = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'c', long = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", visible_alias = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Range,
 
     #[command(flatten)]
@@ -83,20 +83,12 @@ pub struct Opts {
     #[command(flatten)]
     pub pods: PodsJsonArg,
 
-    /// Kubelet root directory (repeatable), where a wedged pod's volume mounts are looked up on
-    /// this node [default: each that exists of /var/lib/kubelet,
-    /// /var/snap/microk8s/common/var/lib/kubelet, /var/lib/k0s/kubelet,
-    /// /var/lib/rancher/k3s/agent/kubelet]
-    #[arg(long = "kubelet-root", value_name = "DIR")]
-    pub kubelet_root: Vec<std::path::PathBuf>,
+    /// Where a wedged pod's volume mounts are looked up on this node
+    #[command(flatten)]
+    pub kubelet_root: node::KubeletRootArg,
 
-    /// Mount table of this node [default: /proc/self/mountinfo, or HOST_ROOT/proc/1/mountinfo]
-    #[arg(long, value_name = "FILE")]
-    pub mountinfo: Option<std::path::PathBuf>,
-}
-
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
+    #[command(flatten)]
+    pub mountinfo: node::MountinfoArg,
 }
 
 /// What `evaluate` needs of one terminating pod.
@@ -245,8 +237,8 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         let mut s = format!("no pod wedged in Terminating ({} pods {}", d.pods, d.scope);
         if n_term > 0 {
             s.push_str(&format!(
-                ", {n_term} terminating for less than {} past their grace period",
-                range_text(&o.warning)
+                ", {n_term} terminating {} past their grace period",
+                plugin::args::duration_range_quiet(&o.warning)
             ));
         }
         s.push(')');
@@ -293,7 +285,18 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
-        let mut f = Finding::new(s, text);
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "terminating"
+            } else {
+                "stuck_terminating"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(t.node.as_str())
+                    .namespace(t.namespace.as_str())
+                    .pod(t.name.as_str()),
+            );
         let mounted = d
             .mounts
             .get(&t.uid)
@@ -319,6 +322,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
             ));
             if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
             {
+                f.subject = f.subject.mount(path.to_string());
                 f = f.detail(format!(
                     "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
                      the single recovery step the runbook needs for a teardown wedged on a \
@@ -347,14 +351,6 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
     r
 }
 
-/// A duration range as an operator wrote it: `5m` rather than `300`.
-fn range_text(r: &Range) -> String {
-    match (r.start, r.end, r.inside) {
-        (Some(0.0), Some(e), false) => fmt_duration(Duration::from_secs_f64(e)),
-        _ => r.to_string(),
-    }
-}
-
 impl Opts {
     fn filter(&self) -> Result<PodFilter, Unknown> {
         Ok(PodFilter {
@@ -371,23 +367,25 @@ impl Opts {
     /// All I/O: pods (API or file) and, for wedged pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         let filter = self.filter()?;
-        let mut d = Data {
-            scope: filter.describe(),
-            ..Default::default()
-        };
+        let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
             if let Some(t) = classify(&p) {
                 d.terminating.push(t);
             }
         };
-        let client = kube::scan_pods(
+        // No pod on the node: prove the node exists rather than answer OK on nothing.
+        let scan = kube::nodes::scan_node_pods(
             self.pods.pods_json.as_deref(),
             &self.api,
-            &filter,
+            filter,
+            !self.all_nodes && self.node.guessed(),
             ctx,
             &mut take,
         )?;
+        d.scope = scan.filter.describe();
+        d.notes.extend(scan.note);
+        let client = scan.client;
         if !self.no_events {
             let th = thresholds(self);
             let wedged: Vec<(String, String)> = d
@@ -427,7 +425,7 @@ impl Opts {
         if uids.is_empty() || self.all_nodes {
             return;
         }
-        let host = node::Host::from_option(self.node.host_root.as_deref());
+        let host = self.node.host.host();
         if let Some(n) = &self.node.node {
             if host
                 .hostname()
@@ -436,12 +434,16 @@ impl Opts {
                 return;
             }
         }
-        let roots = node::kubelet::roots(&self.kubelet_root, &host);
-        if roots.is_empty() {
-            return;
-        }
+        let roots = match self.kubelet_root.resolve_if_any(&host) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return,
+            Err(e) => {
+                d.notes.push(format!("volume mounts not looked up: {e}"));
+                return;
+            }
+        };
         ctx.stage("reading the mount table for the wedged pods' volume mounts");
-        let mi = self.mountinfo.clone().unwrap_or_else(|| host.mountinfo());
+        let mi = self.mountinfo.path(&host);
         let prefixes: Vec<String> = roots
             .iter()
             .map(|r| {

@@ -200,7 +200,7 @@ fn options() {
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(range_text(&o.critical), "2m");
+    assert_eq!(plugin::args::duration_range_text(&o.critical), "2m");
 }
 
 /// A pod both Terminating and never started is this check's (check_stuck_scheduled skips it), and

@@ -44,24 +44,25 @@ of an HA control plane is read separately (same credentials and CA as the kubeco
 goes to the first. CRITICAL when a cache did not show the write within --deadline, WARNING when \
 it lagged more than -w. This is the only check of the suite that writes: RBAC get+patch on that \
 one ConfigMap, plus create for --create.\n\n\
-The default -t is 35s, the default --deadline of 30s plus a margin; -t must exceed --deadline by 2s. NRPE's \
-command_timeout (default 60s) must exceed -t.",
-    mut_arg("timeout", |a| a.default_value("35"))
+The default --deadline of 5s fits the suite's usual -t (10s, NRPE's 8s); -t must exceed --deadline by 2s. \
+NRPE's command_timeout (default 60s) must exceed -t. A -w that would alert only above -c is lowered to \
+half of -c (with a note), so WARNING can fire.",
+    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-level check reads nothing of the host, so it changes nothing)"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
     /// Warn when a watch cache lags a write by more than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5s", value_parser = parse_range)]
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "2s", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub warning: Range,
 
     /// Critical when a watch cache lags a write by more than this (duration range; default: the --deadline value)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = parse_range)]
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
     pub critical: Option<Range>,
 
     /// How long to wait for each cache to show the write before CRITICAL
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = plugin::args::positive_duration)]
     pub deadline: Duration,
 
     /// Namespace of the canary ConfigMap
@@ -85,22 +86,10 @@ pub struct Opts {
     #[command(flatten)]
     pub api: ApiArgs,
 
-    /// Accepted in container mode like every check's (this cluster-level check reads nothing of
-    /// the host, so it changes nothing)
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<std::path::PathBuf>,
-}
-
-fn parse_range(s: &str) -> Result<Range, String> {
-    Range::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    let d = plugin::parse_duration(s).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err("must be greater than 0".into());
-    }
-    Ok(d)
+    /// `--host-root`: accepted in container mode like every check's (this cluster-level check
+    /// reads nothing of the host, so it changes nothing).
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 }
 
 /// What became of the RV=0 reads of one API server.
@@ -203,12 +192,33 @@ fn secs(d: Duration) -> String {
 }
 
 impl Opts {
-    fn thresholds(&self) -> Thresholds {
+    /// The thresholds in force, and a note when -w had to be lowered: a plain `-w X` at or above
+    /// a plain `-c Y` (by default the --deadline) could never raise WARNING, so it becomes Y/2.
+    fn thresholds_noted(&self) -> (Thresholds, Option<String>) {
         let crit = self
             .critical
             .clone()
             .unwrap_or_else(|| Range::above(self.deadline.as_secs_f64()));
-        Thresholds::new(Some(self.warning.clone()), Some(crit))
+        let plain = |r: &Range| match (r.start, r.end, r.inside) {
+            (Some(0.0), Some(e), false) => Some(e),
+            _ => None,
+        };
+        if let (Some(w), Some(c)) = (plain(&self.warning), plain(&crit)) {
+            if w >= c {
+                let lowered = Range::above(c / 2.0);
+                let note = format!(
+                    "-w {} is not below the critical lag {} (-c or --deadline): WARNING uses {}",
+                    plugin::args::duration_range_text(&self.warning),
+                    plugin::args::duration_range_text(&crit),
+                    plugin::args::duration_range_text(&lowered),
+                );
+                return (Thresholds::new(Some(lowered), Some(crit)), Some(note));
+            }
+        }
+        (
+            Thresholds::new(Some(self.warning.clone()), Some(crit)),
+            None,
+        )
     }
 
     /// The Role that lets the check do its write and reads, for RBAC hints.
@@ -234,7 +244,7 @@ impl Opts {
 
 /// Decide. Pure.
 pub fn evaluate(d: &Data, o: &Opts) -> Report {
-    let th = o.thresholds();
+    let (th, lowered) = o.thresholds_noted();
     let mut worst = Status::Ok;
     let mut bad: Vec<String> = Vec::new();
     let mut findings = Vec::new();
@@ -244,7 +254,7 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
         let (status, text) = match &s.outcome {
             Outcome::Seen { lag, reads } => {
                 let st = th.evaluate(lag.as_secs_f64());
-                perf.push((s.label.clone(), *lag));
+                perf.push((s.label.clone(), Some(*lag)));
                 max_lag = Some(max_lag.map_or(*lag, |m| m.max(*lag)));
                 let what = match st {
                     Status::Ok => "reflected the write",
@@ -271,7 +281,7 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
                 errors,
                 last_error,
             } => {
-                perf.push((s.label.clone(), *waited));
+                perf.push((s.label.clone(), Some(*waited)));
                 bad.push(format!(
                     "{} did not reflect a write after {}",
                     s.server,
@@ -297,6 +307,7 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
                 (Status::Critical, t)
             }
             Outcome::Failed { error, reads } => {
+                perf.push((s.label.clone(), None));
                 bad.push(format!("{} could not be read", s.server));
                 (
                     Status::Unknown,
@@ -309,7 +320,20 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
             }
         };
         worst = worst.worst(status);
-        findings.push(Finding::new(status, text));
+        let signal = match (&s.outcome, status) {
+            (Outcome::Seen { .. }, Status::Ok) => "watch_cache_current",
+            (Outcome::Seen { .. }, _) => "watch_cache_lag",
+            (Outcome::Stale { .. }, _) => "watch_cache_stale",
+            (Outcome::Failed { .. }, _) => "read_failed",
+        };
+        let (ns, _) = d.canary.split_once('/').unwrap_or(("", ""));
+        findings.push(
+            Finding::new(status, text).signal(signal).subject(
+                plugin::Subject::new()
+                    .namespace(ns)
+                    .server(s.server.as_str()),
+            ),
+        );
     }
     let n = d.servers.len();
     let summary = if d.servers.is_empty() {
@@ -332,11 +356,13 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
         if worst == Status::Warning || worst == Status::Critical {
             b.push_str(&format!(
                 " (> {})",
-                range_text(if worst == Status::Critical {
+                (if worst == Status::Critical {
                     th.critical.as_ref()
                 } else {
                     th.warning.as_ref()
                 })
+                .map(plugin::args::duration_range_text)
+                .unwrap_or_else(|| "?".into())
             ));
         }
         format!("watch cache of {b} ({})", d.canary)
@@ -355,12 +381,15 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
     };
     let mut r = Report::new(status, summary);
     for (label, v) in perf {
-        r = r.perf(
-            Perfdata::new(label, (v.as_secs_f64() * 1000.0).round() / 1000.0)
-                .uom(Uom::Seconds)
-                .thresholds(&th)
-                .min(0.0),
-        );
+        // An unreachable server keeps its label, with the value U.
+        let p = match v {
+            Some(v) => Perfdata::new(label, (v.as_secs_f64() * 1000.0).round() / 1000.0),
+            None => Perfdata::unknown(label),
+        };
+        r = r.perf(p.uom(Uom::Seconds).thresholds(&th).min(0.0));
+    }
+    if let Some(n) = lowered {
+        r = r.note(n);
     }
     for f in findings {
         r = r.finding(f);
@@ -375,20 +404,6 @@ pub fn evaluate(d: &Data, o: &Opts) -> Report {
         d.written_via
     ));
     r
-}
-
-/// A duration range as an operator wrote it: `5s` rather than `5`.
-fn range_text(r: Option<&Range>) -> String {
-    match r {
-        Some(Range {
-            start: Some(s),
-            end: Some(e),
-            inside: false,
-            ..
-        }) if *s == 0.0 => fmt_duration(Duration::from_secs_f64(*e)),
-        Some(r) => r.to_string(),
-        None => "?".into(),
-    }
 }
 
 /// A nonce no earlier run wrote: wall-clock nanoseconds and the pid.
@@ -454,8 +469,8 @@ impl Opts {
                 self.namespace,
                 self.name,
                 client.server(),
-                self.namespace,
-                self.name
+                plugin::shell_quote(&self.namespace),
+                plugin::shell_quote(&self.name)
             ))),
             Err(e) if e.status == Some(404) => {
                 let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -718,8 +733,9 @@ mod tests {
     #[test]
     fn defaults() {
         let o = opts(&[]);
-        assert_eq!(o.deadline, Duration::from_secs(30));
-        assert_eq!(o.common.timeout.duration, Duration::from_secs(35));
+        // One place for the deadline: the binary's 5s fits the suite's -t (10s; NRPE's 8s).
+        assert_eq!(o.deadline, Duration::from_secs(5));
+        assert_eq!(o.common.timeout.duration, Duration::from_secs(10));
         assert_eq!(o.namespace, "kube-system");
         assert_eq!(o.name, "k8s-storage-checks-canary");
         assert!(o.common.timeout.duration >= o.deadline + T_MARGIN);
@@ -738,26 +754,54 @@ mod tests {
         assert_eq!(r.perfdata.len(), 1);
         assert_eq!(r.perfdata[0].label, "watch_cache_lag");
         assert_eq!(r.perfdata[0].value, 0.12);
-        assert_eq!(r.perfdata[0].render(), "watch_cache_lag=0.12s;5;30;0");
+        assert_eq!(r.perfdata[0].render(), "watch_cache_lag=0.12s;2;5;0");
     }
 
     #[test]
     fn lag_over_w_warns_over_c_is_critical() {
-        let r = evaluate(&data(vec![(A, seen(6_000))]), &opts(&[]));
+        let r = evaluate(&data(vec![(A, seen(3_000))]), &opts(&[]));
         assert_eq!(r.status, Status::Warning);
-        assert!(r.summary.contains("lagged 6s (> 5s)"), "{}", r.summary);
-        let r = evaluate(&data(vec![(A, seen(6_000))]), &opts(&["-w", "10s"]));
+        assert!(r.summary.contains("lagged 3s (> 2s)"), "{}", r.summary);
+        let r = evaluate(&data(vec![(A, seen(3_000))]), &opts(&["-w", "4s"]));
         assert_eq!(r.status, Status::Ok);
-        let r = evaluate(&data(vec![(A, seen(6_000))]), &opts(&["-c", "4s"]));
+        let r = evaluate(&data(vec![(A, seen(3_000))]), &opts(&["-c", "2.5s"]));
         assert_eq!(r.status, Status::Critical);
         // -c defaults to --deadline: a read that answered after it is CRITICAL too.
-        let r = evaluate(&data(vec![(A, seen(31_000))]), &opts(&[]));
+        let r = evaluate(&data(vec![(A, seen(6_000))]), &opts(&[]));
         assert_eq!(r.status, Status::Critical);
         let r = evaluate(
             &data(vec![(A, seen(11_000))]),
             &opts(&["--deadline", "10s"]),
         );
         assert_eq!(r.status, Status::Critical);
+    }
+
+    #[test]
+    fn a_warning_at_or_above_the_critical_lag_is_lowered_with_a_note() {
+        // --deadline 2s makes -c 2s; the default -w 2s could then never fire.
+        let o = opts(&["--deadline", "2s"]);
+        let r = evaluate(&data(vec![(A, seen(1_500))]), &o);
+        assert_eq!(r.status, Status::Warning, "{r:?}");
+        assert_eq!(r.perfdata[0].render(), "watch_cache_lag=1.5s;1;2;0");
+        assert!(
+            r.notes.iter().any(|n| n
+                == "-w 2s is not below the critical lag 2s (-c or --deadline): WARNING uses 1s"),
+            "{:?}",
+            r.notes
+        );
+        let r = evaluate(
+            &data(vec![(A, seen(500))]),
+            &opts(&["-w", "9s", "-c", "4s"]),
+        );
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.perfdata[0].render(), "watch_cache_lag=0.5s;2;4;0");
+        // A sane pair is left alone, without a note.
+        let r = evaluate(&data(vec![(A, seen(500))]), &opts(&[]));
+        assert!(
+            r.notes.iter().all(|n| !n.contains("is not below")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]
@@ -774,7 +818,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_reads_are_unknown_and_have_no_perfdata() {
+    fn failed_reads_are_unknown_and_keep_their_label_with_the_value_u() {
         let r = evaluate(
             &data(vec![(
                 A,
@@ -786,7 +830,8 @@ mod tests {
             &opts(&[]),
         );
         assert_eq!(r.status, Status::Unknown);
-        assert!(r.perfdata.is_empty());
+        assert_eq!(r.perfdata.len(), 1);
+        assert_eq!(r.perfdata[0].render(), "watch_cache_lag=U;2;5;0");
         assert!(r.findings[0].text.contains("connection refused"));
     }
 
@@ -867,6 +912,18 @@ mod tests {
         let e = o
             .gather(&Ctx::for_test(Duration::from_secs(10)))
             .unwrap_err();
+        assert!(!e.0.contains("leaves no room"), "{e}");
+        let o = opts(&[
+            "-t",
+            "10",
+            "--deadline",
+            "30s",
+            "--kubeconfig",
+            "/nonexistent",
+        ]);
+        let e = o
+            .gather(&Ctx::for_test(Duration::from_secs(10)))
+            .unwrap_err();
         assert!(
             e.0.contains("-t 10s leaves no room for --deadline 30s: give -t 32"),
             "{e}"
@@ -875,7 +932,7 @@ mod tests {
             "-t",
             "10",
             "--deadline",
-            "5s",
+            "8s",
             "--kubeconfig",
             "/nonexistent",
         ]);

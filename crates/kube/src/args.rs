@@ -8,13 +8,19 @@ use std::path::PathBuf;
 pub struct ApiArgs {
     /// Kubeconfig file (default: first of $KUBECONFIG [first existing file of the list], in-cluster
     /// service account, microk8s client.config, k3s k3s.yaml, kubeadm kubelet.conf/admin.conf,
-    /// ~/.kube/config)
+    /// ~/.kube/config; a binary with file capabilities uses only this option, read as its
+    /// caller, or the in-cluster service account)
     #[arg(long, value_name = "FILE", help_heading = "Kubernetes API")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use (default: its current-context)
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub context: Option<String>,
+
+    /// Allow a plain http:// API server (refused otherwise); no token or client certificate is
+    /// ever sent over plain http
+    #[arg(long, help_heading = "Kubernetes API")]
+    pub allow_insecure_http: bool,
 }
 
 /// `--node NAME` (and `--host-root DIR`): the node a check is about.
@@ -24,23 +30,27 @@ pub struct NodeArg {
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub node: Option<String>,
 
-    /// Where the host's / is mounted when running in a container (e.g. /host): the node name
-    /// then comes from $NODE_NAME or the host's /etc/hostname, not the pod's
-    #[arg(long, value_name = "DIR", help_heading = "Kubernetes API")]
-    pub host_root: Option<PathBuf>,
+    /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
+    /// /etc/hostname, not the pod's.
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 }
 
 impl NodeArg {
+    /// True when no `--node` was given: the name is the host's, a guess that may be spelled
+    /// differently from the node's.
+    pub fn guessed(&self) -> bool {
+        self.node.as_deref().is_none_or(|n| n.trim().is_empty())
+    }
+
     /// `--node`, else the host's name (lower-case, as kubelet registers it by default): in a
     /// container (`--host-root`) $NODE_NAME or the host's hostname, never the pod's.
     pub fn name(&self) -> Result<String, plugin::Unknown> {
         match &self.node {
             Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-            _ => node::Host::from_option(self.host_root.as_deref())
-                .hostname()
-                .ok_or_else(|| {
-                    plugin::Unknown("cannot tell this host's name: give --node NAME".into())
-                }),
+            _ => self.host.host().hostname().ok_or_else(|| {
+                plugin::Unknown("cannot tell this host's name: give --node NAME".into())
+            }),
         }
     }
 }

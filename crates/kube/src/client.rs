@@ -16,6 +16,51 @@ pub const DEFAULT_LIMIT: u32 = 500;
 /// Bytes of an error body read to explain the failure.
 const ERROR_BODY_MAX: u64 = 64 * 1024;
 
+/// The cap of one answer (one page of a list, or one object): 500 pods of a busy node are a few
+/// MiB, so this is only reached by a server that ignores `limit`. Items are parsed one at a time,
+/// so what one page costs in memory is one item plus what the caller keeps.
+pub const PAGE_MAX: u64 = 64 << 20;
+
+/// The cap of a whole list, all pages together (a 150 000-pod cluster lists in well under this).
+pub const LIST_MAX: u64 = 1 << 30;
+
+/// A response body that ends with an error once more than `max` bytes came (the error is told
+/// apart by [`Capped::exceeded`]).
+struct Capped<R> {
+    inner: R,
+    max: u64,
+    read: u64,
+    exceeded: bool,
+}
+
+impl<R: Read> Capped<R> {
+    fn new(inner: R, max: u64) -> Self {
+        Capped {
+            inner,
+            max,
+            read: 0,
+            exceeded: false,
+        }
+    }
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.read > self.max {
+            self.exceeded = true;
+            return Err(std::io::Error::other("answer over its size cap"));
+        }
+        let want = buf.len().min((self.max + 1 - self.read) as usize);
+        let n = self.inner.read(&mut buf[..want])?;
+        self.read += n as u64;
+        if self.read > self.max {
+            self.exceeded = true;
+            return Err(std::io::Error::other("answer over its size cap"));
+        }
+        Ok(n)
+    }
+}
+
 /// Query of a list request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListParams {
@@ -88,6 +133,15 @@ impl Client {
                 cfg.server, cfg.source
             )));
         }
+        let plain = cfg.server.starts_with("http://");
+        if plain && !cfg.allow_http {
+            return Err(Unknown(format!(
+                "server '{}' from {} is plain http: refused (requests and answers would travel \
+                 unencrypted and unauthenticated); use https, or give --allow-insecure-http to \
+                 allow it (no credential is ever sent over plain http)",
+                cfg.server, cfg.source
+            )));
+        }
         let mut tls = TlsConfig::builder()
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
         if cfg.insecure {
@@ -115,12 +169,15 @@ impl Client {
         }
         let mut auth_header = None;
         match &cfg.auth {
+            // Plain http (allowed by --allow-insecure-http): no credential is read or sent.
+            _ if plain => {}
             Auth::None => {}
             Auth::Token(t) => {
                 auth_header = Some(format!("Bearer {}", String::from_utf8_lossy(&t.0).trim()))
             }
             Auth::TokenFile(p) => {
-                let t = std::fs::read(p).map_err(|e| {
+                // The kubeconfig's tokenFile: a path the caller may choose, read as the caller.
+                let t = node::privilege::read(p).map_err(|e| {
                     Unknown(format!(
                         "cannot read token file {}: {}",
                         p.display(),
@@ -180,7 +237,11 @@ impl Client {
                 .map(|c| format!(" (context {c})"))
                 .unwrap_or_default(),
             cfg.ca_from,
-            cfg.auth.describe(),
+            if plain {
+                "none (plain http)".to_string()
+            } else {
+                cfg.auth.describe()
+            },
             if cfg.insecure {
                 ", TLS verification OFF (insecure-skip-tls-verify in the kubeconfig)"
             } else {
@@ -305,13 +366,16 @@ impl Client {
         let left = request_budget(self.deadline);
         let shown = format!("{method} {}", show_request(path, query));
         let resp = self.call(method, path, query, body)?;
-        serde_json::from_reader(BufReader::with_capacity(64 * 1024, resp.into_reader())).map_err(
-            |e| ApiError {
-                status: None,
-                message: String::new(),
-                error: self.decode_error(e, &shown, left),
+        let mut r = Capped::new(resp.into_reader(), PAGE_MAX);
+        serde_json::from_reader(BufReader::with_capacity(64 * 1024, &mut r)).map_err(|e| ApiError {
+            status: None,
+            message: String::new(),
+            error: if r.exceeded {
+                self.over_cap(&shown, PAGE_MAX, "one answer")
+            } else {
+                self.decode_error(e, &shown, left)
             },
-        )
+        })
     }
 
     /// GET one object.
@@ -323,8 +387,14 @@ impl Client {
         let left = request_budget(self.deadline);
         let shown = format!("GET {}", show_request(path, query));
         let body = self.get_raw(path, query)?;
-        serde_json::from_reader(BufReader::with_capacity(64 * 1024, body.into_reader()))
-            .map_err(|e| self.decode_error(e, &shown, left))
+        let mut r = Capped::new(body.into_reader(), PAGE_MAX);
+        serde_json::from_reader(BufReader::with_capacity(64 * 1024, &mut r)).map_err(|e| {
+            if r.exceeded {
+                self.over_cap(&shown, PAGE_MAX, "one answer")
+            } else {
+                self.decode_error(e, &shown, left)
+            }
+        })
     }
 
     /// List `path` (a collection URL such as `/api/v1/pods`), following `continue` pages, calling
@@ -342,6 +412,7 @@ impl Client {
         .to_string();
         let mut cont: Option<String> = None;
         let mut total = 0;
+        let mut list_bytes = 0u64;
         for page in 1.. {
             let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
             if let Some(s) = params.label_selector.as_deref().filter(|s| !s.is_empty()) {
@@ -356,9 +427,15 @@ impl Client {
             let left = request_budget(self.deadline);
             let shown = format!("GET {}", show_request(path, &q));
             let body = self.get_raw(path, &q)?;
-            let reader = BufReader::with_capacity(64 * 1024, body.into_reader());
-            let meta: ListMeta =
-                read_list(reader, &mut f).map_err(|e| self.decode_error(e, &shown, left))?;
+            let cap = PAGE_MAX.min(LIST_MAX.saturating_sub(list_bytes));
+            let mut r = Capped::new(body.into_reader(), cap);
+            let res = read_list(BufReader::with_capacity(64 * 1024, &mut r), &mut f);
+            list_bytes += r.read;
+            let meta: ListMeta = res.map_err(|e| match r.exceeded {
+                true if cap < PAGE_MAX => self.over_cap(&shown, LIST_MAX, "a whole list"),
+                true => self.over_cap(&shown, PAGE_MAX, "one page of a list"),
+                false => self.decode_error(e, &shown, left),
+            })?;
             if !meta.had_items {
                 return Err(Unknown(format!(
                     "API server answered {shown} with {} instead of a list",
@@ -386,6 +463,14 @@ impl Client {
             }
         }
         Ok(total)
+    }
+
+    fn over_cap(&self, shown: &str, cap: u64, what: &str) -> Unknown {
+        Unknown(format!(
+            "API server {} answered {shown} with more than {} ({what}: the cap; a server that ignores `limit` paging?): not read further",
+            self.server,
+            plugin::fmt_bytes(cap)
+        ))
     }
 
     fn decode_error(&self, e: serde_json::Error, shown: &str, left: Duration) -> Unknown {
@@ -642,7 +727,54 @@ impl Resource {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn capped_reader_stops_one_byte_past_the_cap() {
+        let data = vec![7u8; 1000];
+        let mut r = Capped::new(&data[..], 999);
+        let mut out = Vec::new();
+        assert!(r.read_to_end(&mut out).is_err());
+        assert!(r.exceeded && out.len() <= 1000);
+        let mut r = Capped::new(&data[..], 1000);
+        let mut out = Vec::new();
+        assert_eq!(r.read_to_end(&mut out).unwrap(), 1000);
+        assert!(!r.exceeded);
+        // An endless body stops at the cap.
+        let mut r = Capped::new(std::io::repeat(b'x'), 1 << 20);
+        assert!(std::io::copy(&mut r, &mut std::io::sink()).is_err());
+        assert!(r.exceeded && r.read == (1 << 20) + 1);
+    }
     use super::*;
+    use crate::config::Source;
+
+    fn http_config(allow: bool) -> Config {
+        Config {
+            source: Source::Flag("/tmp/kc".into()),
+            context: None,
+            server: "http://127.0.0.1:1".into(),
+            ca_pem: None,
+            ca_from: "none".into(),
+            insecure: false,
+            auth: Auth::TokenFile("/nonexistent/token-never-read".into()),
+            allow_http: allow,
+        }
+    }
+
+    #[test]
+    fn plain_http_is_refused_unless_allowed_and_then_carries_no_credential() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let e = Client::new(&http_config(false), deadline).err().unwrap();
+        assert!(e.0.contains("plain http: refused"), "{e}");
+        assert!(e.0.contains("--allow-insecure-http"), "{e}");
+        // Allowed: the token file (which does not exist) is not even read.
+        let c = Client::new(&http_config(true), deadline).unwrap();
+        assert!(c.auth_header.is_none());
+        assert!(
+            c.description.contains("auth none (plain http)"),
+            "{}",
+            c.description
+        );
+    }
 
     #[test]
     fn resource_of_path() {

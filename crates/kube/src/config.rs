@@ -110,6 +110,9 @@ pub struct Config {
     /// `insecure-skip-tls-verify: true` in the kubeconfig (never set otherwise).
     pub insecure: bool,
     pub auth: Auth,
+    /// `--allow-insecure-http`: a plain `http://` server is allowed (no credential is ever sent
+    /// to one). Never set by a kubeconfig.
+    pub allow_http: bool,
 }
 
 // ------------------------------------------------------------------ kubeconfig file format
@@ -188,8 +191,10 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Every file the lookup reads (`--kubeconfig`, and the CA, certificate and key files a kubeconfig
+/// names) is one the caller may choose: read with the caller's privilege ([`node::privilege`]).
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, Unknown> {
-    std::fs::read(path).map_err(|e| {
+    node::privilege::read(path).map_err(|e| {
         Unknown(format!(
             "cannot read {what} {}: {}",
             path.display(),
@@ -337,6 +342,7 @@ pub fn from_kubeconfig(
         ca_from,
         insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
         auth,
+        allow_http: false,
     })
 }
 
@@ -427,11 +433,28 @@ pub struct Lookup {
     pub node_files: Vec<(&'static str, PathBuf)>,
     /// `$HOME`.
     pub home: Option<PathBuf>,
+    /// The process runs with more privilege than its caller (`AT_SECURE`): only `--kubeconfig`
+    /// (read as the caller) and the in-cluster service account are used; `$KUBECONFIG`, `$HOME`
+    /// and the node's own credential files (admin.conf, kubelet.conf, k3s.yaml, microk8s
+    /// client.config) are never looked at, so the privilege cannot lend the node's credentials.
+    pub privileged: bool,
 }
 
 impl Lookup {
     pub fn from_env(flag: Option<PathBuf>, context: Option<String>) -> Lookup {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let privileged = node::privilege::is_privileged();
+        if privileged {
+            return Lookup {
+                flag,
+                context,
+                service_host: var("KUBERNETES_SERVICE_HOST"),
+                service_port: var("KUBERNETES_SERVICE_PORT"),
+                sa_dir: PathBuf::from(SERVICE_ACCOUNT_DIR),
+                privileged,
+                ..Lookup::default()
+            };
+        }
         Lookup {
             flag,
             context,
@@ -444,17 +467,26 @@ impl Lookup {
                 .map(|(k, p)| (*k, PathBuf::from(p)))
                 .collect(),
             home: var("HOME").map(PathBuf::from),
+            privileged,
         }
     }
 
     /// Find and read the configuration. `notes` receives what was tried (for `-vv`).
     pub fn resolve(&self, notes: &mut Vec<String>) -> Result<Config, Unknown> {
         let ctx = self.context.as_deref();
+        if self.privileged {
+            notes.push(
+                "privileged run: only --kubeconfig (read as the caller) and the in-cluster \
+                 service account are used, never $KUBECONFIG, ~/.kube/config or the node's \
+                 credential files"
+                    .into(),
+            );
+        }
         if let Some(p) = &self.flag {
             let text = read(p, "kubeconfig")?;
             return from_kubeconfig(&text, p, Source::Flag(p.clone()), ctx);
         }
-        if let Some(list) = &self.env_kubeconfig {
+        if let Some(list) = self.env_kubeconfig.as_ref().filter(|_| !self.privileged) {
             let found = list
                 .split(':')
                 .filter(|s| !s.is_empty())
@@ -489,6 +521,7 @@ impl Lookup {
                     ca_from: ca.display().to_string(),
                     insecure: false,
                     auth: Auth::TokenFile(token),
+                    allow_http: false,
                 });
             }
             notes.push(format!(
@@ -496,8 +529,8 @@ impl Lookup {
                 token.display()
             ));
         }
-        for (kind, p) in &self.node_files {
-            match std::fs::read(p) {
+        for (kind, p) in self.node_files.iter().filter(|_| !self.privileged) {
+            match node::privilege::read(p) {
                 Ok(text) => return from_kubeconfig(&text, p, Source::Node(kind, p.clone()), ctx),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => notes.push(format!(
@@ -507,7 +540,7 @@ impl Lookup {
                 )),
             }
         }
-        if let Some(home) = &self.home {
+        if let Some(home) = self.home.as_ref().filter(|_| !self.privileged) {
             let p = home.join(".kube/config");
             if p.is_file() {
                 let text = read(&p, "kubeconfig")?;
@@ -519,6 +552,13 @@ impl Lookup {
         } else {
             format!(" ({})", notes.join("; "))
         };
+        if self.privileged {
+            return Err(Unknown(format!(
+                "{NO_CREDENTIALS}: this check runs with elevated privilege, so it uses only \
+                 --kubeconfig FILE (readable by its caller) or the in-cluster service account: \
+                 give --kubeconfig FILE (or --pods-json FILE){tried}"
+            )));
+        }
         Err(Unknown(format!(
             "{NO_CREDENTIALS}: give --kubeconfig FILE (or --pods-json FILE); looked at \
              $KUBECONFIG, the in-cluster service account, {} and ~/.kube/config{tried}",
@@ -756,6 +796,40 @@ mod tests {
             home: Some(d.join("home")),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn privileged_lookup_uses_only_the_flag_or_in_cluster() {
+        let d = tmp("lookup-priv");
+        std::fs::create_dir_all(d.join("home/.kube")).unwrap();
+        std::fs::write(d.join("home/.kube/config"), MULTI).unwrap();
+        std::fs::write(d.join("k3s.yaml"), MULTI.replace("prod:6443", "k3s:6443")).unwrap();
+        let mut l = lookup(&d);
+        l.env_kubeconfig = Some(d.join("k3s.yaml").display().to_string());
+        // Unprivileged, $KUBECONFIG would win; privileged, nothing of it is used.
+        assert!(matches!(
+            l.clone().resolve(&mut vec![]).unwrap().source,
+            Source::Env(_)
+        ));
+        l.privileged = true;
+        let mut notes = vec![];
+        let e = l.resolve(&mut notes).unwrap_err();
+        assert!(e.0.contains("elevated privilege"), "{e}");
+        assert!(e.0.contains("--kubeconfig FILE"), "{e}");
+        assert!(!e.0.contains("k3s.yaml"), "{e}");
+        assert!(notes[0].starts_with("privileged run: "), "{notes:?}");
+        // An explicit --kubeconfig is used.
+        l.flag = Some(d.join("home/.kube/config"));
+        let c = l.resolve(&mut notes).unwrap();
+        assert!(matches!(c.source, Source::Flag(_)));
+        // So is the in-cluster service account.
+        l.flag = None;
+        std::fs::create_dir_all(d.join("sa")).unwrap();
+        std::fs::write(d.join("sa/token"), "tok").unwrap();
+        std::fs::write(d.join("sa/ca.crt"), "CA").unwrap();
+        l.service_host = Some("10.0.0.1".into());
+        assert_eq!(l.resolve(&mut notes).unwrap().source, Source::InCluster);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

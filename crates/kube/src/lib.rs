@@ -24,6 +24,7 @@ pub mod client;
 pub mod config;
 pub mod list;
 pub mod names;
+pub mod nodes;
 pub mod selector;
 pub mod time;
 pub mod types;
@@ -71,7 +72,8 @@ pub fn config(api: &ApiArgs, ctx: &Ctx) -> Result<Config, Unknown> {
     for n in &notes {
         ctx.debug(format!("kube config lookup: {n}"));
     }
-    let cfg = cfg?;
+    let mut cfg = cfg?;
+    cfg.allow_http = api.allow_insecure_http;
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
@@ -191,8 +193,12 @@ impl Client {
     }
 }
 
-/// `--pods-json`/`--pvs-json` files up to this size are read whole and parsed in memory.
-const IN_MEMORY_MAX: u64 = 256 << 20;
+/// The cap of a `--pods-json`/`--pvs-json` document (`kubectl get pods -A -o json` of a 20 000-pod
+/// cluster is about 200 MiB). A regular file up to this size is mapped and parsed in memory:
+/// several times faster, and its pages are the page cache's (they count in the worker's RSS as
+/// file pages while touched, not as heap). Stdin and other non-regular files are streamed, read
+/// up to the same cap.
+pub const JSON_FILE_MAX: u64 = 256 << 20;
 
 /// Read a list document (`kubectl get … -o json`) from `path` (`-`: stdin), streaming each item
 /// to `f` through the same typed path the API uses. Returns the number of items.
@@ -206,27 +212,38 @@ pub fn read_json_list<T: DeserializeOwned>(
     } else {
         path.display().to_string()
     };
-    let res = if path == Path::new("-") {
-        list::read_list(
-            BufReader::with_capacity(64 * 1024, std::io::stdin().lock()),
-            f,
-        )
+    let over = || {
+        Unknown(format!(
+            "{what} {shown} is larger than {} (the cap of a JSON input): not read",
+            plugin::fmt_bytes(JSON_FILE_MAX)
+        ))
+    };
+    let stream = |r: &mut dyn std::io::Read, f| {
+        let mut capped = std::io::Read::take(r, JSON_FILE_MAX + 1);
+        let res = list::read_list(BufReader::with_capacity(64 * 1024, &mut capped), f);
+        (res, capped.limit() == 0)
+    };
+    let (res, exceeded) = if path == Path::new("-") {
+        stream(&mut std::io::stdin().lock(), f)
     } else {
-        let file = std::fs::File::open(path)
+        // A path the caller named: opened with the caller's privilege.
+        let file = node::privilege::open(path)
             .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
-            // A file of sane size is parsed in memory: several times faster, and the peak
-            // memory stays about the file's size. A larger one (or a pipe) is streamed.
-            Ok(Some(len)) if len <= IN_MEMORY_MAX => {
+            Ok(Some(len)) if len > JSON_FILE_MAX => return Err(over()),
+            Ok(Some(len)) => {
                 let doc = node::mapped::map(&file, len).map_err(|e| {
                     Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e)))
                 })?;
-                list::read_list_slice(&doc, f)
+                (list::read_list_slice(&doc, f), false)
             }
-            _ => list::read_list(BufReader::with_capacity(64 * 1024, file), f),
+            _ => stream(&mut &file, f),
         }
     };
+    if exceeded {
+        return Err(over());
+    }
     let meta = res.map_err(|e| {
         let kind = if e.is_eof() {
             "truncated JSON"

@@ -319,6 +319,39 @@ impl Names {
         }
     }
 
+    /// The subject of a finding about volume `pv` (PV name or CSI handle; empty when unknown)
+    /// used by the pods `uids`: the PV, its claim (namespace, pvc) when known, the pod when
+    /// exactly one resolves (else only its namespace), and that pod's node.
+    pub fn subject<'a>(
+        &self,
+        pv: &str,
+        uids: impl IntoIterator<Item = &'a str>,
+    ) -> plugin::Subject {
+        let mut s = plugin::Subject::new().pv(pv);
+        if let Some((ns, pvc)) = self.claims.get(pv) {
+            s = s.namespace(ns.as_str()).pvc(pvc.as_str());
+        }
+        let mut pods: Vec<&PodName> = uids.into_iter().filter_map(|u| self.pods.get(u)).collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        pods.dedup_by(|a, b| a.namespace == b.namespace && a.name == b.name);
+        if let [p] = pods.as_slice() {
+            if s.namespace.is_none() {
+                s = s.namespace(p.namespace.as_str());
+            }
+            if s.namespace.as_deref() == Some(p.namespace.as_str()) {
+                s = s
+                    .pod(p.name.as_str())
+                    .maybe(plugin::Subject::node, p.node.as_deref());
+            }
+        } else if s.namespace.is_none()
+            && !pods.is_empty()
+            && pods.iter().all(|p| p.namespace == pods[0].namespace)
+        {
+            s = s.namespace(pods[0].namespace.as_str());
+        }
+        s
+    }
+
     /// Nothing at all was resolved.
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty() && self.claims.is_empty()
@@ -573,6 +606,37 @@ mod tests {
     }
 
     #[test]
+    fn subject_names_pv_claim_pod_and_node() {
+        let mut w = Wanted::default();
+        w.add("pvc-a634b9a3", ["8e1f6a2c"]);
+        w.add("h-746b", ["77aa", "99bb"]);
+        w.add("pvc-released", ["dead-uid"]);
+        let n = cluster(&w);
+        assert_eq!(
+            n.subject("pvc-a634b9a3", ["8e1f6a2c"]),
+            plugin::Subject::new()
+                .node("k8s02")
+                .namespace("media")
+                .pod("radarr-0")
+                .pvc("radarr-config")
+                .pv("pvc-a634b9a3")
+        );
+        // Two pods: no pod field, the claim's namespace stays.
+        assert_eq!(
+            n.subject("h-746b", ["77aa", "99bb"]),
+            plugin::Subject::new()
+                .namespace("media")
+                .pvc("seerr-config")
+                .pv("h-746b")
+        );
+        assert_eq!(
+            n.subject("pvc-released", ["dead-uid"]),
+            plugin::Subject::new().pv("pvc-released")
+        );
+        assert_eq!(n.subject("", []), plugin::Subject::new());
+    }
+
+    #[test]
     fn labels_with_partial_knowledge_and_many_pods() {
         let mut n = Names::default();
         n.claims
@@ -620,7 +684,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };
@@ -648,7 +712,7 @@ mod tests {
         let args = NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                context: None,
+                ..Default::default()
             },
             ..Default::default()
         };

@@ -143,10 +143,11 @@ impl Host {
     }
 }
 
-/// Whether this process holds a capability in its effective set (`/proc/self/status` CapEff);
+/// Whether the calling thread holds a capability in its effective set
+/// (`/proc/thread-self/status` CapEff: capabilities are per thread, see [`crate::privilege`]);
 /// e.g. 2 = CAP_DAC_READ_SEARCH, 1 = CAP_DAC_OVERRIDE, 34 = CAP_SYSLOG.
 pub fn has_capability(bit: u32) -> bool {
-    std::fs::read_to_string("/proc/self/status")
+    std::fs::read_to_string("/proc/thread-self/status")
         .ok()
         .and_then(|s| {
             s.lines()

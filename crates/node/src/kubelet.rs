@@ -43,6 +43,16 @@ pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
         .collect()
 }
 
+/// True when the kubelet roots are the node's own: none given (the defaults are looked for), or
+/// each given one is a default root, on the host itself (no `--host-root`). Only then may a
+/// privileged check raise its privilege to look into them ([`crate::privilege::elevated_if`]).
+pub fn roots_are_own(given: &[PathBuf], host: &Host) -> bool {
+    host.is_local()
+        && given
+            .iter()
+            .all(|g| DEFAULT_ROOTS.iter().any(|d| g.as_os_str() == *d))
+}
+
 /// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
 /// read as "no PV mounts on this node").
 pub fn missing_roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {

@@ -2,6 +2,7 @@
 //! and bounded-time probes of mount points. Every reader goes through [`Host`], so the same code
 //! runs on the node and in a container that mounts the host at `/host`.
 
+pub mod args;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;
@@ -9,8 +10,12 @@ pub mod kubelet;
 pub mod logs;
 pub mod mapped;
 pub mod mountinfo;
+pub mod privilege;
 pub mod probe;
 
+pub use args::{
+    FilterArgs, HostRootArg, KubeletRootArg, MountinfoArg, ProbeTimeoutArg, RunDirArg, SysArg,
+};
 pub use host::Host;
 pub use mountinfo::Mount;
 

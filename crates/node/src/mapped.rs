@@ -64,6 +64,10 @@ pub fn map(file: &std::fs::File, len: u64) -> std::io::Result<Mapped> {
     Ok(Mapped { ptr: p, len })
 }
 
+/// The most bytes [`read`] copies from a file it cannot map (it stops one byte after). A
+/// caller's own cap of such a file must not exceed this.
+pub const READ_MAX: u64 = 32 << 20;
+
 /// A whole file's bytes: mapped when it is a regular file with a size, read otherwise (procfs
 /// files such as `/proc/1/mountinfo` report size 0 and cannot be mapped).
 pub enum FileBytes {
@@ -81,15 +85,18 @@ impl Deref for FileBytes {
     }
 }
 
-/// The bytes of `path`, without copying a large regular file into the heap.
+/// The bytes of `path`, without copying a large regular file into the heap. The path may be one a
+/// user named (`--mountinfo`): it is opened with the caller's privilege ([`crate::privilege`]).
 pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
-    let file = std::fs::File::open(path)?;
+    let file = crate::privilege::open(path)?;
     let meta = file.metadata()?;
     if meta.is_file() && meta.len() > 0 {
         return map(&file, meta.len()).map(FileBytes::Mapped);
     }
+    // Not mappable (procfs, a pipe, a character device such as /dev/zero): read at most one byte
+    // more than [`READ_MAX`], so the caller can tell "larger than its cap" without memory growing.
     let mut v = Vec::new();
-    std::io::Read::read_to_end(&mut &file, &mut v)?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(&file, READ_MAX + 1), &mut v)?;
     Ok(FileBytes::Read(v))
 }
 
@@ -114,5 +121,8 @@ mod tests {
         // procfs: size 0, read not mapped.
         let own = read(std::path::Path::new("/proc/self/mountinfo")).unwrap();
         assert!(matches!(own, FileBytes::Read(_)) && !own.is_empty());
+        // A character device without end: read to one byte past the cap, no further.
+        let zero = read(std::path::Path::new("/dev/zero")).unwrap();
+        assert_eq!(zero.len() as u64, READ_MAX + 1);
     }
 }

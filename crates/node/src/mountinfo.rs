@@ -254,6 +254,9 @@ pub fn parse_with(
     Ok(out)
 }
 
+/// The cap of a mount table: a node with 50 000 mounts has about 10 MiB of mountinfo.
+pub const MAX_BYTES: u64 = crate::mapped::READ_MAX;
+
 /// Read and parse a mountinfo file. Errors are one line an operator understands.
 pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
     read_with(path, |_| true)
@@ -263,6 +266,13 @@ pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
 pub fn read_with(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Mount>, String> {
     let bytes = crate::mapped::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "{} is larger than {} (the cap of a mount table, about 150 000 mounts): not read",
+            path.display(),
+            plugin::fmt_bytes(MAX_BYTES)
+        ));
+    }
     let text = crate::lossy(&bytes);
     if text.trim().is_empty() {
         return Err(format!("{} is empty: not a mount table", path.display()));

@@ -6,6 +6,16 @@
 //! timeout, not twenty. An abandoned thread cannot hold the plugin's answer hostage: the plugin
 //! runtime (`plugin::main`) runs every check in a worker process whose stdout is /dev/null and
 //! which the answering process kills and leaves behind at the deadline.
+//!
+//! A probe stuck in *uninterruptible* I/O (a block device whose backing store stopped: the task
+//! sleeps in D state) cannot be killed by anyone: when the worker exits, that one thread stays
+//! until the I/O completes, possibly forever. So that every run does not add one more such task,
+//! a stuck probe is remembered ([`Memory`]): a marker in the run directory (default
+//! `/run/k8s-storage-checks`), keyed by device and mount point, holding the stuck thread's id, its
+//! start time (`/proc/<tid>/stat` field 22, so a reused id is not mistaken for it) and since when.
+//! The next run that finds that task alive and still in D state reports the mount as still hung
+//! ([`Outcome::StillHung`]) without starting another probe. What remains: the stuck task itself,
+//! one per stuck device and mount, until the kernel completes or fails its I/O.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -46,6 +56,9 @@ pub enum Outcome {
     },
     /// No answer within the probe's time.
     Hung { after: Duration },
+    /// Not probed: the probe of an earlier run (task `tid`) is still stuck in the kernel on this
+    /// mount, in D state, since `since_ms` (epoch ms).
+    StillHung { since_ms: i64, tid: i32 },
     /// The probe itself could not run (fork or pipe failed, child died).
     ProbeError(String),
 }
@@ -66,6 +79,10 @@ impl Outcome {
                 format!("{}: {:?} ({})", stage.name(), errno, errno.desc())
             }
             Outcome::Hung { after } => format!("no answer in {}", plugin::fmt_duration(*after)),
+            Outcome::StillHung { since_ms, tid } => format!(
+                "still hung since {} (the probe of an earlier run, task {tid}, is stuck in the kernel in D state; not probed again)",
+                crate::fsstate::utc((*since_ms / 1000).max(0) as u64)
+            ),
             Outcome::ProbeError(e) => format!("probe failed: {e}"),
         }
     }
@@ -87,6 +104,8 @@ struct Shared {
     next: AtomicUsize,
     /// Nanoseconds after `base` (+1) when probe i started; 0 = not started.
     started: Vec<AtomicU64>,
+    /// Thread id of the probe of path i (0 = not started).
+    tids: Vec<std::sync::atomic::AtomicI32>,
     results: Vec<OnceLock<Outcome>>,
     done: AtomicUsize,
     live_workers: AtomicUsize,
@@ -119,6 +138,9 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
                 if i >= sh2.paths.len() {
                     break;
                 }
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+                sh2.tids[i].store(tid, Ordering::SeqCst);
                 let t = sh2.base.elapsed().as_nanos() as u64 + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
                 let out = probe_now(&sh2.paths[i]);
@@ -139,14 +161,26 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
 /// Results are in the order of `paths`. A hung probe's thread is abandoned and replaced, so total
 /// wall time is about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
 pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<Outcome> {
+    probe_many_tids(paths, timeout, parallel).0
+}
+
+/// [`probe_many`], also returning the thread id each probe ran on (0: never started).
+fn probe_many_tids(
+    paths: &[PathBuf],
+    timeout: Duration,
+    parallel: usize,
+) -> (Vec<Outcome>, Vec<i32>) {
     let n = paths.len();
     if n == 0 {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let sh = Arc::new(Shared {
         paths: paths.to_vec(),
         next: AtomicUsize::new(0),
         started: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        tids: (0..n)
+            .map(|_| std::sync::atomic::AtomicI32::new(0))
+            .collect(),
         results: (0..n).map(|_| OnceLock::new()).collect(),
         done: AtomicUsize::new(0),
         live_workers: AtomicUsize::new(0),
@@ -200,14 +234,194 @@ pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<
         }
         let _ = sh.wake.wait_timeout(guard, wait);
     }
-    (0..n)
+    let out = (0..n)
         .map(|i| {
             sh.results[i]
                 .get()
                 .cloned()
                 .unwrap_or(Outcome::ProbeError("no result".into()))
         })
-        .collect()
+        .collect();
+    let tids = sh.tids.iter().map(|t| t.load(Ordering::SeqCst)).collect();
+    (out, tids)
+}
+
+/// The run directory where stuck probes are remembered (installed by the role and the package:
+/// owned by the agent user, mode 0750, from a tmpfiles.d snippet).
+pub const RUN_DIR: &str = "/run/k8s-storage-checks";
+
+/// State letter and start time (clock ticks after boot) of a task, from its `/proc/<id>/stat`
+/// text: `pid (comm) S ppid … starttime(22) …`. The command name may hold spaces and `)`.
+pub fn parse_stat(text: &str) -> Option<(char, u64)> {
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?.chars().next()?;
+    // Fields 4..=21 come between the state (3) and the start time (22).
+    let start = f.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// State and start time of task `tid` of this machine's /proc (any process's thread).
+fn task_stat(tid: i32) -> Option<(char, u64)> {
+    let t = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    parse_stat(&t)
+}
+
+/// A stuck probe, as remembered.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Marker {
+    pub device: String,
+    pub mount: String,
+    pub tid: i32,
+    pub start_time: u64,
+    pub since_ms: i64,
+}
+
+/// Markers of stuck probes in a run directory, written with the state writer (no link followed,
+/// a directory others can write refused).
+pub struct Memory {
+    dir: crate::logs::state::StateDir,
+}
+
+impl Memory {
+    /// Use `dir` (it must exist: the run directory is installed, not made by a check).
+    pub fn open(dir: &Path) -> Result<Memory, String> {
+        use crate::logs::state::{DirError, StateDir};
+        match StateDir::open(dir, false) {
+            Ok(d) => Ok(Memory { dir: d }),
+            Err(DirError::Refused(e)) => Err(e),
+            Err(DirError::Open(e)) => Err(format!("run directory {e}")),
+        }
+    }
+
+    /// The marker file of a device and mount point.
+    pub fn name(device: &str, mount: &Path) -> String {
+        use sha2::Digest;
+        let h = sha2::Sha256::digest(mount.as_os_str().as_encoded_bytes());
+        let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let dev: String = device
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(32)
+            .collect();
+        format!("stuck-probe.{dev}.{hex}.json")
+    }
+
+    /// The stuck probe of an earlier run on this device and mount, if its task is still alive
+    /// (same start time) and in D state. A marker whose task ended (or never stuck for good) is
+    /// removed.
+    pub fn recall(&self, device: &str, mount: &Path) -> Option<Marker> {
+        let name = Self::name(device, mount);
+        let b = self.dir.read(&name, 64 * 1024).ok()??;
+        let m: Marker = match serde_json::from_slice(&b) {
+            Ok(m) => m,
+            Err(_) => {
+                self.dir.remove(&name);
+                return None;
+            }
+        };
+        if m.device == device && m.mount == mount.to_string_lossy() {
+            if let Some((state, start)) = task_stat(m.tid) {
+                if start == m.start_time && state == 'D' {
+                    return Some(m);
+                }
+            }
+        }
+        self.dir.remove(&name);
+        None
+    }
+
+    /// Remember that the probe on thread `tid` of this process is stuck on this device and mount.
+    pub fn remember(
+        &self,
+        device: &str,
+        mount: &Path,
+        tid: i32,
+        since_ms: i64,
+    ) -> Result<(), String> {
+        let (_, start_time) = task_stat(tid)
+            .ok_or_else(|| format!("cannot read /proc/{tid}/stat of the stuck probe"))?;
+        let m = Marker {
+            device: device.to_string(),
+            mount: mount.to_string_lossy().into_owned(),
+            tid,
+            start_time,
+            since_ms,
+        };
+        let body = serde_json::to_vec(&m).map_err(|e| e.to_string())?;
+        self.dir.write(&Self::name(device, mount), &body)
+    }
+}
+
+/// Probe `(path, device)` targets like [`probe_many`], remembering stuck probes in `memory`: a
+/// target whose earlier probe is still stuck in D state is not probed again
+/// ([`Outcome::StillHung`]); a probe that hangs now is remembered. Returns notes (a marker that
+/// could not be written, no memory at all while a probe hung).
+pub fn probe_remembered(
+    targets: &[(PathBuf, String)],
+    timeout: Duration,
+    parallel: usize,
+    memory: Result<&Memory, &str>,
+) -> (Vec<Outcome>, Vec<String>) {
+    let mut out: Vec<Option<Outcome>> = vec![None; targets.len()];
+    let mut notes = Vec::new();
+    if let Ok(mem) = memory {
+        for (i, (path, dev)) in targets.iter().enumerate() {
+            if let Some(m) = mem.recall(dev, path) {
+                out[i] = Some(Outcome::StillHung {
+                    since_ms: m.since_ms,
+                    tid: m.tid,
+                });
+            }
+        }
+    }
+    let todo: Vec<usize> = (0..targets.len()).filter(|&i| out[i].is_none()).collect();
+    let paths: Vec<PathBuf> = todo.iter().map(|&i| targets[i].0.clone()).collect();
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    };
+    let started = now_ms();
+    let (res, tids) = probe_many_tids(&paths, timeout, parallel);
+    for ((&i, o), tid) in todo.iter().zip(res).zip(tids) {
+        if matches!(o, Outcome::Hung { .. }) && tid > 0 {
+            let (path, dev) = &targets[i];
+            match memory {
+                Ok(mem) => {
+                    if let Err(e) = mem.remember(dev, path, tid, started) {
+                        notes.push(format!(
+                            "the stuck probe of {} could not be remembered ({e}): the next run probes it again and may leave one more stuck task",
+                            path.display()
+                        ));
+                    }
+                }
+                Err(why) => notes.push(format!(
+                    "the stuck probe of {} is not remembered ({why}): the next run probes it again and may leave one more stuck task",
+                    path.display()
+                )),
+            }
+        }
+        out[i] = Some(o);
+    }
+    (
+        out.into_iter()
+            .map(|o| o.unwrap_or(Outcome::ProbeError("no result".into())))
+            .collect(),
+        notes,
+    )
+}
+
+/// The memory of stuck probes for a check: `--run-dir` when given; else [`RUN_DIR`] on the node
+/// itself; none under `--host-root` (another pid namespace's tasks) without `--run-dir`. `Err` says
+/// why there is none.
+pub fn memory_for(run_dir: Option<&Path>, host_root: Option<&Path>) -> Result<Memory, String> {
+    match (run_dir, host_root) {
+        (Some(d), _) => Memory::open(d),
+        (None, Some(_)) => Err("no --run-dir given under --host-root".into()),
+        (None, None) => Memory::open(Path::new(RUN_DIR)),
+    }
 }
 
 /// stat, statfs, and for a directory open + one readdir: what a pod's first touch of its volume does.
@@ -307,5 +521,63 @@ mod tests {
             after: Duration::from_secs(3)
         }
         .is_corrupted());
+    }
+
+    #[test]
+    fn task_stat_fields() {
+        let t = "1234 (probe) D 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 2 0 987654 123 456";
+        assert_eq!(parse_stat(t), Some(('D', 987654)));
+        // A command name with spaces and a ')' of its own.
+        let t = "77 (a) b (c) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 1 2";
+        assert_eq!(parse_stat(t), Some(('S', 42)));
+        assert_eq!(parse_stat("77 (x) S 1 2"), None);
+        assert_eq!(parse_stat(""), None);
+        let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        assert!(matches!(parse_stat(&own), Some(('R', s)) if s > 0));
+    }
+
+    #[test]
+    fn markers_of_dead_or_running_tasks_are_dropped() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("probe-mem-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let mem = Memory::open(&dir).unwrap();
+        let mp = Path::new("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount");
+        // This thread is alive but running, not in D: remembered, then not recalled, and the
+        // marker is gone.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        mem.remember("7:0", mp, tid, 1000).unwrap();
+        let f = dir.join(Memory::name("7:0", mp));
+        let m: Marker = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        assert_eq!((m.tid, m.device.as_str(), m.since_ms), (tid, "7:0", 1000));
+        assert!(mem.recall("7:0", mp).is_none());
+        assert!(!f.exists());
+        // A marker naming a task that does not exist.
+        std::fs::write(
+            &f,
+            br#"{"device":"7:0","mount":"/x","tid":999999999,"start_time":1,"since_ms":1}"#,
+        )
+        .unwrap();
+        assert!(mem.recall("7:0", mp).is_none());
+        assert!(!f.exists());
+        // A garbled marker is dropped too.
+        std::fs::write(&f, b"{").unwrap();
+        assert!(mem.recall("7:0", mp).is_none());
+        assert!(!f.exists());
+        // Without memory, a probe that answers needs no note.
+        let (o, notes) = probe_remembered(
+            &[(PathBuf::from("/"), "0:1".into())],
+            Duration::from_secs(5),
+            1,
+            Err("none"),
+        );
+        assert!(matches!(o[0], Outcome::Answered { .. }) && notes.is_empty());
+        assert!(memory_for(None, Some(Path::new("/host")))
+            .err()
+            .unwrap()
+            .contains("--run-dir"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

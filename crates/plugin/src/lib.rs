@@ -6,6 +6,8 @@
 //! status line first, sanitised text, capped output, and a watchdog that answers when the
 //! deadline passes even if the gathering thread is stuck.
 
+pub mod args;
+pub mod privilege;
 pub mod range;
 pub mod render;
 pub mod report;
@@ -13,9 +15,9 @@ mod runtime;
 pub mod shell;
 mod status;
 
-pub use range::{fmt_duration, fmt_num, parse_duration, Range, Thresholds};
+pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
-pub use report::{Finding, Perfdata, Report, Uom};
+pub use report::{Finding, Perfdata, Report, Subject, Uom, SUBJECT_FIELDS};
 pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
 pub use shell::shell_quote;
 pub use status::Status;

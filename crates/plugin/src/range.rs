@@ -176,6 +176,9 @@ impl Thresholds {
     }
 }
 
+/// Longest plain-notation number [`fmt_num`] writes.
+pub const PLAIN_MAX: usize = 24;
+
 fn parse_number(s: &str) -> Option<f64> {
     let s = s.trim();
     if s.is_empty() || s.eq_ignore_ascii_case("nan") || s.to_ascii_lowercase().contains("inf") {
@@ -184,11 +187,18 @@ fn parse_number(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-/// Format a number in C locale: the shortest text that reads back as the same value, never in
-/// exponent notation (Rust's `Display` for `f64`), so perfdata shows exactly the threshold in force.
+/// Format a number in C locale: the shortest text that reads back as the same value, in plain
+/// notation (Rust's `Display` for `f64`) so perfdata shows exactly the threshold in force; a value
+/// whose plain text would be longer than [`PLAIN_MAX`] characters (`1e300` is 301 digits) is
+/// written in exponent notation (`1e300`, `1e-300`), which reads back as the same value too.
 pub fn fmt_num(v: f64) -> String {
     if v.is_finite() {
-        format!("{v}")
+        let plain = format!("{v}");
+        if plain.len() > PLAIN_MAX {
+            format!("{v:e}")
+        } else {
+            plain
+        }
     } else {
         // Never reached through the public API (parse rejects non-finite numbers).
         "0".to_string()
@@ -234,6 +244,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// Render a byte count for people, in binary units: `512 B`, `64 KiB`, `16 MiB`, `1.5 GiB`.
+pub fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{} {}", v as u64, UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 /// Render a duration for people: `41m`, `2m2s`, `14d3h`, `850ms`.
 pub fn fmt_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -270,6 +296,15 @@ pub fn fmt_duration(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bytes_for_people() {
+        assert_eq!(fmt_bytes(0), "0 B");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(64 << 10), "64 KiB");
+        assert_eq!(fmt_bytes(16 << 20), "16 MiB");
+        assert_eq!(fmt_bytes(3 << 29), "1.5 GiB");
+    }
+
     use super::*;
 
     fn r(s: &str) -> Range {
@@ -424,6 +459,10 @@ mod tests {
         assert_eq!(x.end, again.end);
         assert_eq!(fmt_num(1e-7), "0.0000001");
         assert_eq!(fmt_num(1e21), "1000000000000000000000");
+        assert_eq!(fmt_num(1e300), "1e300");
+        assert_eq!(fmt_num(1e-300), "1e-300");
+        assert_eq!(fmt_num(-1.5e300), "-1.5e300");
+        assert_eq!("1e300".parse::<f64>().unwrap(), 1e300);
     }
 
     #[test]

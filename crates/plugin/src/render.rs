@@ -4,8 +4,9 @@ use crate::report::{Perfdata, Report, Uom};
 use crate::Status;
 use std::fmt::Write as _;
 
-/// The first line must survive NRPE v2's 1 KiB packet.
-pub const FIRST_LINE_MAX: usize = 1024;
+/// The first line must survive NRPE v2's 1 KiB packet, whose last byte is the terminating NUL:
+/// 1023 bytes of text reach the server.
+pub const FIRST_LINE_MAX: usize = 1023;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -62,6 +63,9 @@ pub struct RenderOptions<'a> {
     pub debug: &'a [String],
     /// Cap on `k8s_storage_check_finding` series in the Prometheus format.
     pub max_findings_series: usize,
+    /// The run's `-t` in seconds (exported so that rules can compare the duration with it); 0
+    /// when unknown (usage errors).
+    pub timeout_secs: f64,
 }
 
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
@@ -89,13 +93,26 @@ pub fn first_line(name: &str, report: &Report) -> String {
         n -= 1;
         perf = perf_string(&report.perfdata[..n]);
     }
+    // Room for the note that says so.
+    while n < report.perfdata.len() && n > 0 && prefix.len() + 80 + 3 + perf.len() > FIRST_LINE_MAX
+    {
+        n -= 1;
+        perf = perf_string(&report.perfdata[..n]);
+    }
     let tail = if perf.is_empty() {
         String::new()
     } else {
         format!(" | {perf}")
     };
+    // Never drop perfdata silently: the summary says how many values did not fit.
+    let dropped = report.perfdata.len() - n;
+    let cut = if dropped > 0 {
+        format!("({dropped} perfdata values left out: status line over {FIRST_LINE_MAX} bytes) ")
+    } else {
+        String::new()
+    };
     let room = FIRST_LINE_MAX.saturating_sub(prefix.len() + tail.len());
-    let summary = truncate(&sanitize(&report.summary), room);
+    let summary = truncate(&format!("{cut}{}", sanitize(&report.summary)), room);
     format!("{prefix}{summary}{tail}")
 }
 
@@ -241,9 +258,10 @@ pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
-const RESERVED_METRICS: [&str; 5] = [
+const RESERVED_METRICS: [&str; 6] = [
     "k8s_storage_check_status",
     "k8s_storage_check_duration_seconds",
+    "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
     FINDINGS_OMITTED_METRIC,
     FINDINGS_METRIC,
@@ -272,6 +290,14 @@ fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
         "Wall time of the check run.",
         o.duration_secs,
     );
+    if o.timeout_secs > 0.0 {
+        gauge(
+            &mut out,
+            "k8s_storage_check_timeout_seconds",
+            "The run's -t: the watchdog answers at this duration.",
+            o.timeout_secs,
+        );
+    }
     let mut seen: std::collections::HashSet<String> =
         RESERVED_METRICS.iter().map(|s| s.to_string()).collect();
     for p in &report.perfdata {
@@ -381,8 +407,44 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shell_quoting_holds_one_word() {
+        assert_eq!(
+            shell_quote("/var/lib/kubelet/pods/u-1/mount"),
+            "/var/lib/kubelet/pods/u-1/mount"
+        );
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("/x'; rm -rf / #"), "'/x'\\''; rm -rf / #'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("/p/kubernetes.io~csi/x"),
+            "/p/kubernetes.io~csi/x"
+        );
+        assert_eq!(shell_quote("~root"), "'~root'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        // What a shell makes of the quoted word is the original, whatever it holds.
+        for s in [
+            "/a'b",
+            "~",
+            "it's",
+            "'",
+            "''",
+            "a\\'b",
+            "$HOME *",
+            "/p/\u{e9}",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(s)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), s);
+        }
+    }
     use super::*;
     use crate::report::{Finding, Perfdata, Subject};
+    use crate::shell_quote;
     use crate::Range;
 
     fn opts(max: usize, v: u8) -> RenderOptions<'static> {
@@ -394,6 +456,7 @@ mod tests {
             duration_secs: 0.01,
             debug: &[],
             max_findings_series: 100,
+            timeout_secs: 10.0,
         }
     }
 
@@ -455,6 +518,50 @@ mod tests {
         assert!(first.len() <= FIRST_LINE_MAX, "{}", first.len());
         assert!(first.ends_with("| ro_volumes=3;;;0"));
         assert!(first.contains('…'));
+    }
+
+    #[test]
+    fn a_full_status_line_fits_nrpe_v2_whole_with_its_last_perfdata_byte() {
+        // NRPE v2 sends 1024 bytes of which the last is NUL: 1023 bytes of text arrive.
+        let r = Report::new(Status::Critical, "y".repeat(3000))
+            .perf(Perfdata::new("stale", 7.0).min(0.0));
+        let first = first_line("X", &r);
+        assert_eq!(first.len(), 1023, "{first}");
+        assert!(first.ends_with("stale=7;;;0"), "{first}");
+    }
+
+    #[test]
+    fn long_thresholds_keep_every_perfdata_value_in_short_numbers() {
+        let w = crate::Range::parse("@1e-300:1e300").unwrap();
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..8 {
+            r = r.perf(
+                Perfdata::new(format!("value_{i}"), 1.0)
+                    .warn(Some(&w))
+                    .crit(Some(&w)),
+            );
+        }
+        let first = first_line("X", &r);
+        assert_eq!(
+            first.matches("=1;@1e-300:1e300;@1e-300:1e300").count(),
+            8,
+            "{first}"
+        );
+        assert!(!first.contains("left out"), "{first}");
+    }
+
+    #[test]
+    fn perfdata_that_cannot_fit_is_left_out_with_a_word_not_silently() {
+        let mut r = Report::new(Status::Ok, "fine");
+        for i in 0..60 {
+            r = r.perf(Perfdata::new(
+                format!("a_rather_long_label_number_{i}"),
+                1.0,
+            ));
+        }
+        let first = first_line("X", &r);
+        assert!(first.len() <= FIRST_LINE_MAX);
+        assert!(first.contains("perfdata values left out"), "{first}");
     }
 
     #[test]
@@ -558,6 +665,9 @@ mod tests {
             "k8s_storage_check_max_backoff_seconds{check=\"check_ro_pvc_mounts\"} 122\n"
         ));
         assert!(out.contains("# TYPE k8s_storage_check_duration_seconds gauge"));
+        assert!(
+            out.contains("k8s_storage_check_timeout_seconds{check=\"check_ro_pvc_mounts\"} 10\n")
+        );
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(name.starts_with("k8s_storage_check_"));

@@ -70,6 +70,11 @@ impl Perfdata {
             max: None,
         }
     }
+    /// A value that could not be measured this run: rendered `U`, as the guidelines say, so the
+    /// label stays in the perfdata (NaN in JSON as null, in Prometheus as NaN).
+    pub fn unknown(label: impl Into<String>) -> Self {
+        Perfdata::new(label, f64::NAN)
+    }
     pub fn uom(mut self, uom: Uom) -> Self {
         self.uom = uom;
         self
@@ -116,7 +121,11 @@ impl Perfdata {
     pub fn render(&self) -> String {
         let label = self.safe_label();
         let mut fields = vec![
-            format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str()),
+            if self.value.is_nan() {
+                format!("{label}=U")
+            } else {
+                format!("{}={}{}", label, fmt_num(self.value), self.uom.as_str())
+            },
             self.warn
                 .as_ref()
                 .map(|r| r.to_string())
@@ -169,6 +178,9 @@ pub struct Subject {
     /// iSCSI session, e.g. `session3`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// Kubernetes API server (as given: URL or host:port), for checks about the API itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 macro_rules! subject_setters {
@@ -189,7 +201,7 @@ impl Subject {
         Subject::default()
     }
 
-    subject_setters!(node, namespace, pod, pvc, pv, driver, device, mount, iqn, session);
+    subject_setters!(node, namespace, pod, pvc, pv, driver, device, mount, iqn, session, server);
 
     /// Set a field from an `Option` (None leaves it unset): `.maybe(Subject::pv, vol.pv.as_deref())`.
     pub fn maybe<V: Into<String>>(self, set: fn(Self, String) -> Self, v: Option<V>) -> Self {
@@ -212,6 +224,7 @@ impl Subject {
             ("mount", &self.mount),
             ("iqn", &self.iqn),
             ("session", &self.session),
+            ("server", &self.server),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
@@ -225,7 +238,7 @@ impl Subject {
 }
 
 /// The names of every [`Subject`] field, in order: the documented, stable set.
-pub const SUBJECT_FIELDS: [&str; 10] = [
+pub const SUBJECT_FIELDS: [&str; 11] = [
     "node",
     "namespace",
     "pod",
@@ -236,6 +249,7 @@ pub const SUBJECT_FIELDS: [&str; 10] = [
     "mount",
     "iqn",
     "session",
+    "server",
 ];
 
 /// One thing a check found: a line of long output (plus optional detail lines under it), the
@@ -523,7 +537,8 @@ mod tests {
             .device("a")
             .mount("a")
             .iqn("a")
-            .session("a");
+            .session("a")
+            .server("a");
         let names: Vec<_> = s.fields().into_iter().map(|(k, _)| k).collect();
         assert_eq!(names, SUBJECT_FIELDS);
         let v = serde_json::to_value(&s).unwrap();

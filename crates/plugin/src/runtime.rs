@@ -262,6 +262,7 @@ fn render_plain<C: Check>(report: &Report, format: Format) -> String {
             duration_secs: 0.0,
             debug: &[],
             max_findings_series: 0,
+            timeout_secs: 0.0,
         },
     )
 }
@@ -288,6 +289,126 @@ fn current_format() -> Format {
     }
 }
 
+/// `--print-spec [ARGS…]` (hidden, first argument only): the check's options as JSON — names,
+/// arity, value kind, defaults — for the test that holds the deployment files to the binary;
+/// with ARGS, whether they parse (`"parse": {"ok": …, "error": …}`). Exit 0.
+fn print_spec<C: Check>(args: &[std::ffi::OsString]) -> String {
+    let cmd = C::command();
+    let mut options = Vec::new();
+    for a in cmd.get_arguments() {
+        if a.is_positional() {
+            continue;
+        }
+        let takes_value = a.get_action().takes_values();
+        let multiple = matches!(
+            a.get_action(),
+            clap::ArgAction::Append | clap::ArgAction::Count
+        );
+        let shorts: Vec<String> = a
+            .get_short_and_visible_aliases()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.to_string())
+            .collect();
+        let longs: Vec<String> = a
+            .get_long_and_visible_aliases()
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let defaults: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        let possible: Vec<String> = a
+            .get_possible_values()
+            .iter()
+            .map(|p| p.get_name().to_string())
+            .collect();
+        let value_names: Vec<String> = a
+            .get_value_names()
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let kind = if !takes_value {
+            match a.get_action() {
+                clap::ArgAction::Count => "count",
+                _ => "flag",
+            }
+        } else {
+            value_kind(a, !possible.is_empty())
+        };
+        options.push(serde_json::json!({
+            "id": a.get_id().as_str(),
+            "long": longs,
+            "short": shorts,
+            "takes_value": takes_value,
+            "multiple": multiple,
+            "value_name": value_names.first(),
+            "kind": kind,
+            "default": defaults,
+            "possible_values": possible,
+            "allow_hyphen_values": a.is_allow_hyphen_values_set(),
+            "hidden": a.is_hide_set(),
+            "help_heading": a.get_help_heading(),
+        }));
+    }
+    let mut spec = serde_json::json!({
+        "binary": C::BINARY,
+        "name": C::NAME,
+        "options": options,
+    });
+    if args.len() > 2 {
+        let mut rest = vec![args[0].clone()];
+        rest.extend(args[2..].iter().cloned());
+        spec["parse"] = match C::try_parse_from(rest) {
+            Ok(_) => serde_json::json!({"ok": true}),
+            Err(e) => {
+                let text = e.render().to_string();
+                let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                serde_json::json!({"ok": false, "error": first.trim_start_matches("error: ")})
+            }
+        };
+    }
+    format!("{spec}\n")
+}
+
+/// What kind of value an option takes, found by asking its own value parser about samples:
+/// `duration_range`, `range`, `duration`, `integer`, `regex`, `enum` or `text`.
+fn value_kind(a: &clap::Arg, has_possible: bool) -> &'static str {
+    if has_possible {
+        return "enum";
+    }
+    let probe = clap::Command::new("probe").no_binary_name(true).arg(
+        clap::Arg::new("v")
+            .long("v")
+            .action(clap::ArgAction::Set)
+            .allow_hyphen_values(true)
+            .value_parser(a.get_value_parser().clone()),
+    );
+    let ok = |v: &str| {
+        probe
+            .clone()
+            .try_get_matches_from([format!("--v={v}")])
+            .is_ok()
+    };
+    if ok("5m:") && ok("@1:2") {
+        "duration_range"
+    } else if ok("-10:-2") && ok("@1:2") {
+        "range"
+    } else if ok("5m") && ok("90") && !ok("x") {
+        "duration"
+    } else if ok("5") && !ok("x") {
+        "integer"
+    } else if ok("a.b") && !ok("(") {
+        "regex"
+    } else {
+        "text"
+    }
+}
+
 /// Run a check as a process: parse `std::env::args`, run, print, exit 0..3.
 ///
 /// The check runs in a forked worker process, not in this one. This process only waits for the
@@ -299,10 +420,29 @@ fn current_format() -> Format {
 pub fn main<C: Check>() -> ! {
     install_panic_hook(C::NAME, C::BINARY);
     let code = match parse::<C, _, _>(std::env::args_os(), write_out) {
-        Ok(opts) => run_forked(opts, write_out),
+        Ok(opts) => match privileged_start() {
+            Ok(()) => run_forked(opts, write_out),
+            Err(why) => refuse::<C>(opts.common(), why, write_out),
+        },
         Err(code) => code,
     };
     std::process::exit(code)
+}
+
+/// The privilege boundary, before any check code runs: a privileged binary (`AT_SECURE`) refuses
+/// callers outside the group owning its file, and otherwise lowers itself to the caller's
+/// privilege; checks raise it again only around the node's own sources (see
+/// [`crate::privilege`] and `node::privilege`).
+fn privileged_start() -> Result<(), String> {
+    crate::privilege::gate()?;
+    crate::privilege::lower_process()
+}
+
+/// Answer UNKNOWN with `why`, in the requested format, without running the check.
+fn refuse<C: Check>(common: &CommonArgs, why: String, out: impl Fn(&str)) -> i32 {
+    let report = Report::unknown(why);
+    out(&finish::<C>(&report, common, &[], Duration::ZERO));
+    report.status.code()
 }
 
 /// Parse arguments; usage errors, `--help` and `--version` are answered here (exit code 3).
@@ -314,6 +454,10 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).is_some_and(|a| a == "--print-spec") {
+        out(&print_spec::<C>(&args));
+        return Err(Status::Ok.code());
+    }
     match C::try_parse_from(&args) {
         Ok(c) => {
             set_format(c.common().format);
@@ -374,6 +518,7 @@ fn finish<C: Check>(
             duration_secs: elapsed.as_secs_f64(),
             debug,
             max_findings_series: common.max_findings_series,
+            timeout_secs: common.timeout.duration.as_secs_f64(),
         },
     )
 }
@@ -397,6 +542,9 @@ where
         Err(code) => return code,
     };
     let common = opts.common().clone();
+    if let Err(why) = crate::privilege::gate() {
+        return refuse::<C>(&common, why, out);
+    }
     let ctx = Arc::new(Ctx::new(
         work_budget(common.timeout.duration),
         common.verbose,
@@ -678,6 +826,7 @@ fn install_panic_hook(name: &'static str, binary: &'static str) {
                     duration_secs: 0.0,
                     debug: &[],
                     max_findings_series: 0,
+                    timeout_secs: 0.0,
                 },
             ),
         };
@@ -809,6 +958,73 @@ mod tests {
         // An unknown format is itself the usage error: plain text.
         let (_, out) = run(&["--format", "xml"]);
         assert!(out.starts_with("DEMO UNKNOWN - usage error: "), "{out}");
+    }
+
+    #[test]
+    fn usage_errors_come_in_the_requested_format() {
+        for args in [
+            &["--format", "json", "--bogus"][..],
+            &["--bogus", "--format=json"],
+            &["--format", "json", "-t", "0"],
+        ] {
+            let (code, out) = run(args);
+            assert_eq!(code, 3, "{args:?}");
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| {
+                panic!("{args:?}: not JSON ({e}): {out}");
+            });
+            assert_eq!(v["status"], "UNKNOWN", "{out}");
+            assert!(
+                v["summary"].as_str().unwrap().starts_with("usage error: "),
+                "{out}"
+            );
+        }
+        let (code, out) = run(&["--format", "prometheus", "--bogus"]);
+        assert_eq!(code, 3);
+        assert!(
+            out.contains("status=\"UNKNOWN\"") || out.contains(" 3"),
+            "{out}"
+        );
+        for line in out.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "not exposition: {line}");
+        }
+        // A bad --format value itself: the usage error falls back to the plugin text.
+        let (_, out) = run(&["--format", "xml"]);
+        assert!(out.starts_with("DEMO UNKNOWN - usage error: "), "{out}");
+    }
+
+    #[test]
+    fn print_spec_describes_every_option_and_parses_a_command_line() {
+        let (code, out) = run(&["--print-spec"]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["binary"], "check_demo");
+        let opt = |long: &str| {
+            v["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["long"][0] == long)
+                .cloned()
+                .unwrap_or_else(|| panic!("no --{long} in {out}"))
+        };
+        assert_eq!(opt("timeout")["short"][0], "t");
+        assert_eq!(opt("timeout")["kind"], "duration");
+        assert_eq!(opt("timeout")["default"][0], "10");
+        assert_eq!(opt("verbose")["kind"], "count");
+        assert_eq!(opt("hang")["kind"], "flag");
+        assert_eq!(opt("format")["kind"], "enum");
+        assert!(v.get("parse").is_none());
+        let (_, out) = run(&["--print-spec", "-t", "5", "--hang"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["parse"]["ok"], true, "{out}");
+        let (_, out) = run(&["--print-spec", "--hangs"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["parse"]["ok"], false, "{out}");
+        assert!(
+            v["parse"]["error"].as_str().unwrap().contains("--hangs"),
+            "{out}"
+        );
     }
 
     #[test]

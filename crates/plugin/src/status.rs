@@ -45,6 +45,15 @@ impl Status {
         }
     }
 
+    /// The less severe of two states: caps a state at `other`.
+    pub fn min_rank(self, other: Status) -> Status {
+        if self.rank() <= other.rank() {
+            self
+        } else {
+            other
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "OK",

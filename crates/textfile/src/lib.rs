@@ -35,7 +35,7 @@ pub struct Opts {
     pub dir: PathBuf,
 
     /// Time between the starts of two rounds
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = plugin::args::duration)]
     pub interval: Duration,
 
     /// Passed to every check as --host-root (container mode, e.g. /host)
@@ -51,16 +51,12 @@ pub struct Opts {
     pub checks: Vec<String>,
 
     /// Kill a check still running after this long (its own -t should end it well before)
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_dur)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = plugin::args::duration)]
     pub kill_after: Duration,
 
     /// Run one round and exit
     #[arg(long)]
     pub once: bool,
-}
-
-fn parse_dur(s: &str) -> Result<Duration, String> {
-    plugin::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// One check to run.

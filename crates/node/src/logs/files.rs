@@ -34,6 +34,9 @@ fn add(a: &mut ScanStats, b: ScanStats) {
     a.bytes_consumed += b.bytes_consumed;
     a.hits += b.hits;
     a.complete &= b.complete;
+    a.overlong += b.overlong;
+    a.sampled += b.sampled;
+    a.recognized += b.recognized;
 }
 
 /// A gzip file: named `.gz`, or starting with the gzip magic (`1f 8b`).
@@ -68,7 +71,7 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let base = path.file_name()?.to_string_lossy().into_owned();
-    std::fs::read_dir(dir)
+    crate::privilege::as_caller(|| std::fs::read_dir(dir))
         .ok()?
         .filter_map(|e| e.ok())
         .find_map(|e| {
@@ -91,7 +94,8 @@ pub fn read(
     mut on_hit: impl FnMut(&[u8]) -> bool,
 ) -> Result<FileRead, String> {
     let err = |e: std::io::Error| format!("cannot read {}: {}", path.display(), crate::errtext(&e));
-    let mut f = File::open(path).map_err(err)?;
+    // `--log-file`: the caller's path, opened with the caller's privilege.
+    let mut f = crate::privilege::open(path).map_err(err)?;
     let md = f.metadata().map_err(err)?;
     if md.is_dir() {
         return Err(format!("cannot read {}: it is a directory", path.display()));
@@ -158,7 +162,7 @@ pub fn read(
         } else {
             match find_rotated(path, p.dev, p.ino) {
                 Some(old) => {
-                    let mut of = File::open(&old).map_err(err)?;
+                    let mut of = crate::privilege::open(&old).map_err(err)?;
                     let olen = of.metadata().map(|m| m.len()).unwrap_or(0);
                     if olen >= p.offset {
                         of.seek(SeekFrom::Start(p.offset)).map_err(err)?;
@@ -204,6 +208,7 @@ mod tests {
             needles: &[b"HIT"],
             deadline: None,
             consume_partial_tail: false,
+            recognize: None,
         };
         let r = read(path, prev, &o, |l| {
             v.push(String::from_utf8_lossy(l).into_owned());
@@ -250,6 +255,7 @@ mod tests {
             needles: &[b"HIT"],
             deadline: None,
             consume_partial_tail: false,
+            recognize: None,
         };
         let e = read(&bad, None, &o, |_| false).unwrap_err();
         assert!(e.contains("bad.gz") && e.contains("gzip"), "{e}");

@@ -1,7 +1,8 @@
 //! The systemd journal, read through `journalctl -o json` (no libsystemd in a static binary).
 //!
 //! The child is time-bounded: its output is read with `poll` until the deadline, and the child is
-//! killed (by its own pid) when the deadline passes. Position: `--after-cursor` with the cursor
+//! killed when the deadline passes: it runs in its own process group and the whole group is
+//! killed, so nothing it started (a pager, a helper) outlives it holding our pipes. Position: `--after-cursor` with the cursor
 //! of the last entry read (kept by the caller's state file), else `--since @<epoch>` for the
 //! window. Lines are pre-filtered with the scanner's needles before any JSON parsing, so entries
 //! that cannot matter cost nothing but the memmem pass.
@@ -70,8 +71,10 @@ impl<R: Read + AsFd> Read for Bounded<R> {
 }
 
 fn spawn(journalctl: &Path, args: &[String]) -> Result<Child, String> {
+    use std::os::unix::process::CommandExt;
     Command::new(journalctl)
         .args(args)
+        .process_group(0)
         .env("SYSTEMD_PAGER", "")
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
@@ -102,6 +105,9 @@ fn stderr_reader(child: &mut Child) -> std::thread::JoinHandle<String> {
 /// Kill the child if it still runs, and reap it. Returns its exit code when it ended by itself.
 fn finish(child: &mut Child, timed_out: bool) -> Option<i32> {
     if timed_out {
+        // The child leads its own process group (spawn): kill the group, then reap the child.
+        // SAFETY: signalling the process group of our own, not yet reaped child.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         let _ = child.kill();
         let _ = child.wait();
         return None;
@@ -261,6 +267,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             needles: q.needles,
             deadline: Some(q.deadline),
             consume_partial_tail: true,
+            recognize: None,
         };
         let res = scan(
             &mut b,
@@ -335,5 +342,58 @@ mod tests {
         let bin = br#"{"__REALTIME_TIMESTAMP":"1000000","MESSAGE":[104,105,255]}"#;
         assert_eq!(parse_entry(bin).unwrap().message, "hi\u{fffd}");
         assert!(parse_entry(b"{garbled").is_none());
+    }
+
+    /// A journalctl that hangs after starting a helper: at the deadline the whole process group
+    /// goes, the helper included (killed by PID alone, it would live on holding the pipes).
+    #[test]
+    fn a_stuck_journalctl_is_killed_with_its_group() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("journal-pg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("journalctl");
+        let pidfile = dir.join("helper.pid");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nsleep 300 </dev/null >/dev/null 2>&1 &\necho $! > {}\nexec sleep 300\n",
+                pidfile.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let q = Query {
+            journalctl: &script,
+            directory: None,
+            units: &["kubelet.service".to_string()],
+            after_cursor: None,
+            since_ms: None,
+            needles: &[b"x"],
+            deadline: Instant::now() + std::time::Duration::from_millis(1500),
+        };
+        let r = read(&q, |_| {}).unwrap();
+        assert!(!r.stats.complete);
+        let helper: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true)
+        };
+        let until = Instant::now() + std::time::Duration::from_secs(10);
+        while !gone(helper) {
+            assert!(
+                Instant::now() < until,
+                "helper {helper} outlived journalctl"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

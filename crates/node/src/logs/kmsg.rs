@@ -92,7 +92,23 @@ pub enum KmsgError {
     Other(String),
 }
 
-/// Read every record of `path` (the kmsg device or a regular file) in order.
+/// The cap of one record: the kernel's `/dev/kmsg` records fit in 8 KiB (`CONSOLE_EXT_LOG_MAX`),
+/// and one `read()` gets this much. A longer "record" in a file is not the kernel's.
+pub const RECORD_MAX: usize = 16 * 1024;
+
+/// What a kernel log source is expected to hold, for the "not a kernel log" answer.
+pub const EXPECTED: &str = "/dev/kmsg records `prio,seq,usec,flags;text` (as `cat /dev/kmsg` prints them), not syslog or dmesg text";
+
+fn not_kmsg(path: &Path, why: &str) -> KmsgError {
+    KmsgError::Other(format!(
+        "{} is not a kernel log: {why} (expected {EXPECTED})",
+        path.display()
+    ))
+}
+
+/// Read every record of `path` (the kmsg device or a regular file) in order. A source that
+/// yields data but not one parsable record is an error naming the format, as is a record over
+/// [`RECORD_MAX`]; memory stays within one record whatever the input.
 pub fn read(
     path: &Path,
     deadline: Instant,
@@ -106,48 +122,214 @@ pub fn read(
             crate::errtext(&e)
         )),
     };
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(perm)?;
+    // `--kmsg` may name any file: opened with the caller's privilege; the check raises privilege
+    // around this call only for the node's own /dev/kmsg.
+    let mut f = crate::privilege::open_with(
+        path,
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK),
+    )
+    .map_err(perm)?;
     let md = f.metadata().map_err(perm)?;
     let mut st = ReadStats {
         complete: true,
         ..Default::default()
     };
+    // Pieces that were not records (a read, a record of a file).
+    let mut unparsed = 0u64;
     if md.is_file() {
-        let mut all = Vec::new();
-        f.read_to_end(&mut all).map_err(perm)?;
-        for rec in split_records(&all) {
-            if let Some(r) = parse_record(rec) {
-                st.records += 1;
-                on_record(r);
+        let mut rs = RecordStream::new(f);
+        loop {
+            if Instant::now() >= deadline {
+                st.complete = false;
+                break;
             }
+            match rs.next_record() {
+                Ok(Some(rec)) => match parse_record(rec) {
+                    Some(r) => {
+                        st.records += 1;
+                        on_record(r);
+                    }
+                    None => unparsed += 1,
+                },
+                Ok(None) => break,
+                Err(RecordError::TooLong) => {
+                    return Err(not_kmsg(
+                        path,
+                        &format!(
+                            "it holds a record longer than {} (the cap of one kernel log record)",
+                            plugin::fmt_bytes(RECORD_MAX as u64)
+                        ),
+                    ))
+                }
+                Err(RecordError::Io(e)) => return Err(perm(e)),
+            }
+            if st.records == 0 && unparsed >= 64 {
+                break;
+            }
+        }
+        if st.records == 0 && unparsed > 0 {
+            return Err(not_kmsg(
+                path,
+                &format!("not one of its first {unparsed} records could be parsed"),
+            ));
         }
         return Ok(st);
     }
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = vec![0u8; RECORD_MAX];
     loop {
         if Instant::now() >= deadline {
             st.complete = false;
             return Ok(st);
         }
+        if st.records == 0 && unparsed >= 4 {
+            // A character device that is not the kernel log (/dev/zero, /dev/urandom).
+            return Err(not_kmsg(
+                path,
+                &format!("not one of its first {unparsed} reads was a record"),
+            ));
+        }
         match f.read(&mut buf) {
-            Ok(0) => return Ok(st),
+            Ok(0) => break,
             Ok(n) => {
                 if let Some(r) = parse_record(&buf[..n]) {
                     st.records += 1;
                     on_record(r);
+                } else {
+                    unparsed += 1;
                 }
             }
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) => return Ok(st),
+                Some(libc::EAGAIN) => break,
                 Some(libc::EPIPE) => st.overwritten += 1,
                 Some(libc::EINTR) => {}
                 _ => return Err(perm(e)),
             },
         }
+    }
+    if st.records == 0 && unparsed > 0 {
+        return Err(not_kmsg(
+            path,
+            &format!("not one of its {unparsed} reads was a record"),
+        ));
+    }
+    Ok(st)
+}
+
+enum RecordError {
+    TooLong,
+    Io(std::io::Error),
+}
+
+/// The records of a kmsg text dump read as a stream: a line not starting with a space starts a
+/// record, continuation lines (` KEY=value`) belong to the one before. Holds at most one record
+/// plus one read buffer.
+struct RecordStream<R: Read> {
+    inner: R,
+    buf: Vec<u8>,
+    /// Bytes of `buf` filled.
+    end: usize,
+    /// Start of the unconsumed part of `buf`.
+    pos: usize,
+    eof: bool,
+    /// The record being returned (valid until the next call).
+    rec: Vec<u8>,
+}
+
+impl<R: Read> RecordStream<R> {
+    fn new(inner: R) -> Self {
+        RecordStream {
+            inner,
+            buf: vec![0u8; 64 * 1024],
+            end: 0,
+            pos: 0,
+            eof: false,
+            rec: Vec::new(),
+        }
+    }
+
+    /// The next line (without its newline) appended to `out`, false at end of input. A line
+    /// longer than [`RECORD_MAX`] is an error.
+    fn line(&mut self, out: &mut Vec<u8>) -> Result<bool, RecordError> {
+        let start_len = out.len();
+        loop {
+            if self.pos < self.end {
+                let avail = &self.buf[self.pos..self.end];
+                if let Some(i) = memchr::memchr(b'\n', avail) {
+                    out.extend_from_slice(&avail[..i]);
+                    self.pos += i + 1;
+                    return if out.len() - start_len > RECORD_MAX {
+                        Err(RecordError::TooLong)
+                    } else {
+                        Ok(true)
+                    };
+                }
+                out.extend_from_slice(avail);
+                self.pos = self.end;
+                if out.len() - start_len > RECORD_MAX {
+                    return Err(RecordError::TooLong);
+                }
+            }
+            if self.eof {
+                return Ok(out.len() > start_len);
+            }
+            let n = loop {
+                match self.inner.read(&mut self.buf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(RecordError::Io(e)),
+                }
+            };
+            self.pos = 0;
+            self.end = n;
+            if n == 0 {
+                self.eof = true;
+            }
+        }
+    }
+
+    /// Peek: does the unread input go on with a continuation line (starting with a space)?
+    fn continues(&mut self) -> Result<bool, RecordError> {
+        if self.pos >= self.end && !self.eof {
+            let n = loop {
+                match self.inner.read(&mut self.buf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(RecordError::Io(e)),
+                }
+            };
+            self.pos = 0;
+            self.end = n;
+            if n == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(self.pos < self.end && self.buf[self.pos] == b' ')
+    }
+
+    fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
+        let mut rec = std::mem::take(&mut self.rec);
+        rec.clear();
+        // Skip empty lines between records.
+        loop {
+            if !self.line(&mut rec)? {
+                self.rec = rec;
+                return Ok(None);
+            }
+            if !rec.is_empty() {
+                break;
+            }
+        }
+        while self.continues()? {
+            rec.push(b'\n');
+            self.line(&mut rec)?;
+            if rec.len() > RECORD_MAX {
+                return Err(RecordError::TooLong);
+            }
+        }
+        self.rec = rec;
+        Ok(Some(&self.rec))
     }
 }
 
@@ -229,5 +411,98 @@ mod tests {
             wall_ms(1_000_000, 61_000_000, 100_000_000),
             100_000_000 - 60_000
         );
+    }
+
+    fn stream(all: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+        let mut rs = RecordStream::new(all);
+        let mut v = Vec::new();
+        loop {
+            match rs.next_record() {
+                Ok(Some(r)) => v.push(r.to_vec()),
+                Ok(None) => return Ok(v),
+                Err(RecordError::TooLong) => return Err("too long"),
+                Err(RecordError::Io(_)) => return Err("io"),
+            }
+        }
+    }
+
+    #[test]
+    fn streamed_records_match_the_split_dump() {
+        let d = b"6,1,2,-;one\n SUBSYSTEM=x\n6,2,3,-;two\n\n6,3,4,-;three";
+        // The same records (the stream skips the empty line between them).
+        let want: Vec<Vec<u8>> = split_records(d)
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| r.to_vec())
+            .collect();
+        assert_eq!(stream(d).unwrap(), want);
+        // Across the 64 KiB read buffer.
+        let mut big = Vec::new();
+        for i in 0..20_000 {
+            big.extend_from_slice(format!("6,{i},{i},-;record {i}\n SUBSYSTEM=x\n").as_bytes());
+        }
+        let got = stream(&big).unwrap();
+        assert_eq!(got.len(), 20_000);
+        assert_eq!(got[19_999], b"6,19999,19999,-;record 19999\n SUBSYSTEM=x");
+        // Over the record cap: an error, whatever the length.
+        assert_eq!(stream(&vec![0u8; RECORD_MAX + 1]).unwrap_err(), "too long");
+        assert_eq!(stream(&vec![b'x'; 3 << 20]).unwrap_err(), "too long");
+    }
+
+    #[test]
+    fn a_source_without_records_is_not_a_kernel_log() {
+        let dir = std::env::temp_dir().join(format!("kmsg-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let far = Instant::now() + std::time::Duration::from_secs(30);
+        let cases: [(&str, Vec<u8>, &str); 4] = [
+            (
+                "random",
+                (0..40_000u32)
+                    .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                    .collect(),
+                "could be parsed",
+            ),
+            (
+                "syslog",
+                b"Jul 13 20:27:25 k8s03 kernel: EXT4-fs error (device sdc): x\n".repeat(100),
+                "could be parsed",
+            ),
+            ("zeros", vec![0u8; 200_000], "longer than 16 KiB"),
+            (
+                "good",
+                b"3,1,1000,-;EXT4-fs error (device sdc): x\n".to_vec(),
+                "",
+            ),
+        ];
+        for (name, body, want) in cases {
+            let p = dir.join(name);
+            std::fs::write(&p, &body).unwrap();
+            let r = read(&p, far, |_| {});
+            if want.is_empty() {
+                assert_eq!(r.unwrap().records, 1);
+            } else {
+                match r {
+                    Err(KmsgError::Other(e)) => {
+                        assert!(
+                            e.contains("is not a kernel log") && e.contains(want),
+                            "{name}: {e}"
+                        )
+                    }
+                    other => panic!("{name}: {other:?}"),
+                }
+            }
+        }
+        // A character device that is not the kernel log answers at once, not at the deadline.
+        let t = Instant::now();
+        match read(Path::new("/dev/zero"), far, |_| {}) {
+            Err(KmsgError::Other(e)) => assert!(e.contains("is not a kernel log"), "{e}"),
+            other => panic!("/dev/zero: {other:?}"),
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // Empty stays empty: no records, no error.
+        let p = dir.join("empty");
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(read(&p, far, |_| {}).unwrap().records, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,13 +3,27 @@
 //! The reader fills one 1 MiB buffer; each chunk up to its last newline is searched with a
 //! `memmem` finder for the needle, and only the lines around a hit are handed to the caller.
 //! Nothing is allocated per line; memory stays constant whatever the input size. Lines longer
-//! than the buffer are cut (the part in the buffer is still searched) and the rest is skipped.
+//! than the buffer ([`LINE_MAX`], the cap of one log line) are cut (the part in the buffer is
+//! still searched), the rest is skipped, and they are counted (`overlong`).
+//!
+//! So that a source of the wrong format is not read as "nothing found", the first
+//! [`SAMPLE_LINES`] complete lines are shown to the caller's format test (`recognize`): a caller
+//! can tell "no line of this input is a log line of the kind I read" from "no hit".
 
 use memchr::memmem::Finder;
 use std::io::{self, Read};
 use std::time::Instant;
 
 pub const BUF_SIZE: usize = 1 << 20;
+
+/// The cap of one line: longer lines are cut to this and counted as overlong.
+pub const LINE_MAX: usize = BUF_SIZE;
+
+/// How many leading complete lines are shown to [`Scan::recognize`].
+pub const SAMPLE_LINES: u64 = 16;
+
+/// Bytes of a sampled line shown to [`Scan::recognize`] (formats are told by their start).
+const SAMPLE_BYTES: usize = 4096;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ScanStats {
@@ -22,6 +36,11 @@ pub struct ScanStats {
     pub hits: u64,
     /// False when the deadline stopped the scan before the end of the input.
     pub complete: bool,
+    /// Lines longer than [`LINE_MAX`] (cut and skipped).
+    pub overlong: u64,
+    /// Leading complete lines shown to [`Scan::recognize`], and how many it recognized.
+    pub sampled: u64,
+    pub recognized: u64,
 }
 
 /// Options of one scan.
@@ -31,6 +50,24 @@ pub struct Scan<'a> {
     /// Hand over a last line without its newline at end of input (stdin, a finished child);
     /// not for files still being written, whose partial last line is read next time.
     pub consume_partial_tail: bool,
+    /// The input's format test: is this line (its first 4 KiB) one of the kind the caller
+    /// reads? Applied to the first [`SAMPLE_LINES`] complete lines.
+    pub recognize: Option<fn(&[u8]) -> bool>,
+}
+
+/// Show the leading lines of `region` (complete lines, each with its newline) to the format test.
+fn sample(region: &[u8], opts: &Scan, stats: &mut ScanStats) {
+    let Some(test) = opts.recognize else { return };
+    let mut rest = region;
+    while stats.sampled < SAMPLE_LINES && !rest.is_empty() {
+        let le = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..le];
+        stats.sampled += 1;
+        if test(&line[..line.len().min(SAMPLE_BYTES)]) {
+            stats.recognized += 1;
+        }
+        rest = &rest[(le + 1).min(rest.len())..];
+    }
 }
 
 /// Scan `r`, calling `on_hit(line)` for every line (without its newline) that contains one of the
@@ -126,6 +163,9 @@ pub fn scan_follow<R: Read>(
         }
         if region_end > start {
             let region = &buf[start..region_end];
+            if stats.sampled < SAMPLE_LINES {
+                sample(region, opts, &mut stats);
+            }
             want_next = scan_region(region, &finders, &mut stats, &mut on_hit);
             // The last complete line of the region.
             let body = &region[..region.len() - 1];
@@ -162,6 +202,7 @@ pub fn scan_follow<R: Read>(
                 want_next = false;
             }
             stats.bytes_consumed += rest as u64;
+            stats.overlong += 1;
             skipping = true;
             filled = 0;
             continue;
@@ -226,6 +267,7 @@ mod tests {
             needles,
             deadline: None,
             consume_partial_tail: tail,
+            recognize: Some(|l| l.starts_with(b"line ")),
         };
         let st = scan(
             &mut &input[..],
@@ -286,6 +328,7 @@ mod tests {
                 needles: &[b"needle"],
                 deadline: None,
                 consume_partial_tail: true,
+                recognize: None,
             };
             let st = scan_follow(
                 &mut &input[..],
@@ -320,5 +363,24 @@ mod tests {
         let (hits, st) = run(&input, &[b"needle"], false);
         assert_eq!(hits, ["after needle"]);
         assert_eq!(st.bytes_consumed as usize, input.len());
+        assert_eq!((st.overlong, st.sampled, st.recognized), (1, 1, 0));
+        // A gigabyte-class line with no newline at all: cut, counted, memory stays one buffer.
+        let (hits, st) = run(&vec![0u8; 3 * BUF_SIZE + 5], &[b"needle"], false);
+        assert!(hits.is_empty());
+        assert_eq!((st.overlong, st.sampled), (1, 0));
+    }
+
+    #[test]
+    fn leading_lines_are_sampled_for_the_format() {
+        let mut input = Vec::new();
+        for i in 0..40 {
+            input.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        let (_, st) = run(&input, &[b"x"], false);
+        assert_eq!((st.sampled, st.recognized), (SAMPLE_LINES, SAMPLE_LINES));
+        let (_, st) = run(b"garbage\nline 1\npartial", &[b"x"], false);
+        assert_eq!((st.sampled, st.recognized), (2, 1));
+        let (_, st) = run(b"partial only", &[b"x"], false);
+        assert_eq!(st.sampled, 0);
     }
 }

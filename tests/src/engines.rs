@@ -1,0 +1,710 @@
+//! Real monitoring engines end to end (Nagios 4, Icinga 2, node_exporter + Prometheus +
+//! Alertmanager): the daemons a test starts and always stops, and one node with the incidents'
+//! faults that can be injected and removed again.
+//!
+//! - [`Daemon`] starts a process in its own process group with its output in a log file; dropping
+//!   it kills the whole group (TERM, then KILL), so nothing outlives the test, even on failure.
+//! - [`Node`] is a Kubernetes node as the checks see it, in a private mount namespace: a real ext4
+//!   PV (staging + pod bind mount, like a CSI driver), a real FUSE (bindfs) PV under the kubelet
+//!   root, a kubelet log file, and the loopback API server with this node's pods and PVs.
+//!   [`Incident`] injects one incident's fault into it and removes it.
+//! - [`nrpe_commands`] renders the shipped `nrpe.d` file for the node's layout the way the Ansible
+//!   role does (plugin directory, kubeconfig, state directory, kubelet root, `--node`, extra
+//!   arguments), so the engines call the shipped command lines.
+//! - [`Intervals`] are the engines' timing: the test's short ones, or the documented defaults
+//!   scaled down (one minute becomes one second) for `bench/time_to_alert`.
+//! - [`report`] records a measured time to alert for the bench.
+
+use crate::apiserver::{ApiServer, KubeAuth, KubeCa};
+use crate::{bin, Cmd, KubeletTree, Ns};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Kubernetes node name of the test node.
+pub const NODE: &str = "worker-04";
+/// The ext4 PV of the radarr incident and its claim.
+pub const EXT4_PV: &str = "pvc-a634b9a3-5d1e-4c1b-8a2f-0c0ffee00001";
+pub const EXT4_UID: &str = "8e1f6a2c-4b1d-4c3e-9f0a-a634b9a30001";
+pub const EXT4_NS: &str = "media";
+pub const EXT4_PVC: &str = "radarr-config";
+pub const EXT4_POD: &str = "radarr-0";
+/// The FUSE PV (a dying CSI node plugin's mount).
+pub const FUSE_PV: &str = "pvc-81b676e6-0d3c-4f5e-9a1b-2c3d4e5f6a7b";
+pub const FUSE_UID: &str = "3f1c9a2b-5d6e-4f70-8a9b-0c1d2e3f4a5c";
+pub const FUSE_NS: &str = "llmsafespaces";
+pub const FUSE_PVC: &str = "ws-7f2a-home";
+pub const FUSE_POD: &str = "ws-7f2a";
+/// The PV whose kubelet volume operation keeps failing (stale CSI mount incident).
+pub const LOG_PV: &str = "pvc-0716a7ba-9e8d-4c7b-a6f5-e4d3c2b1a090";
+/// The pod stuck after scheduling.
+pub const STUCK_NS: &str = "llmsafespaces";
+pub const STUCK_POD: &str = "ws-b70553ae";
+const DRIVER: &str = "jiva.csi.openebs.io";
+const FUSE_DRIVER: &str = "driver.longhorn.io";
+
+/// A free TCP port on the loopback interface.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Poll `cond` every 100 ms until it holds; returns how long that took. Panics with `what` and
+/// the `context` it is given after `limit`.
+pub fn wait_for(
+    what: &str,
+    limit: Duration,
+    mut cond: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return start.elapsed();
+        }
+        if start.elapsed() > limit {
+            panic!(
+                "timed out after {limit:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A daemon started by a test: its own process group, output in `log`. Dropping it kills the
+/// group (TERM, then KILL after 5 s) and reaps the leader.
+pub struct Daemon {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn start(name: &str, mut cmd: Command, log: &Path) -> Daemon {
+        let out = std::fs::File::create(log).expect("daemon log");
+        let err = out.try_clone().unwrap();
+        cmd.stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Daemon {
+            name: name.to_string(),
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Panics (with the daemon's log) when it has exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({st}):\n{}",
+                self.name,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// True when no process of the group is left.
+    fn group_gone(&self) -> bool {
+        use nix::sys::signal::kill;
+        use nix::unistd::Pid;
+        kill(Pid::from_raw(-self.pid()), None).is_err()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        let pg = Pid::from_raw(-self.pid());
+        let _ = kill(pg, Signal::SIGTERM);
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let _ = self.child.try_wait();
+            if self.group_gone() || Instant::now() > until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = kill(pg, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// The engines' timing. Nagios runs with `interval_length=1`, so its intervals are the same numbers
+/// as in production, in seconds instead of minutes; the others are scaled the same way.
+#[derive(Debug, Clone, Copy)]
+pub struct Intervals {
+    /// Nagios/Icinga `check_interval`, seconds.
+    pub check: u32,
+    /// `retry_interval`, seconds.
+    pub retry: u32,
+    /// `max_check_attempts`.
+    pub attempts: u32,
+    /// Textfile timer / runner interval, seconds.
+    pub textfile: u32,
+    /// Prometheus scrape and evaluation interval, seconds.
+    pub scrape: u32,
+    /// What a minute of the rules' `for:` becomes, seconds.
+    pub rule_minute: u32,
+    pub name: &'static str,
+}
+
+impl Intervals {
+    /// The documented defaults (README, "fault → alert") scaled 1/60: check_interval 5m,
+    /// retry_interval 1m, max_check_attempts 3, textfile timer 1m, scrape/evaluation 1m.
+    pub const DOCUMENTED: Intervals = Intervals {
+        check: 5,
+        retry: 1,
+        attempts: 3,
+        textfile: 1,
+        scrape: 1,
+        rule_minute: 1,
+        name: "documented/60",
+    };
+    /// The tests' own: short, so that all engine tests take a few minutes at most.
+    pub const TEST: Intervals = Intervals {
+        check: 2,
+        retry: 1,
+        attempts: 3,
+        textfile: 1,
+        scrape: 1,
+        rule_minute: 1,
+        name: "test",
+    };
+
+    /// `ENGINES_INTERVALS=documented` selects the documented ones (bench/time_to_alert).
+    pub fn from_env() -> Intervals {
+        match std::env::var("ENGINES_INTERVALS").as_deref() {
+            Ok("documented") => Intervals::DOCUMENTED,
+            _ => Intervals::TEST,
+        }
+    }
+}
+
+/// Append one measurement to `$TIME_TO_ALERT_OUT` (JSON lines) when set, and print it.
+pub fn report(engine: &str, incident: Incident, iv: Intervals, what: &str, secs: f64) {
+    let line = json!({
+        "engine": engine, "incident": incident.name(), "check": incident.check(),
+        "intervals": iv.name, "what": what, "seconds": (secs * 100.0).round() / 100.0,
+    });
+    println!("time to alert: {line}");
+    if let Ok(p) = std::env::var("TIME_TO_ALERT_OUT") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .expect("TIME_TO_ALERT_OUT");
+        writeln!(f, "{line}").unwrap();
+    }
+}
+
+/// The incidents an engine must page for, each raising one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incident {
+    /// radarr/seerr: ext4 under a PV driven into its error path (errors=remount-ro).
+    Ext4ReadOnly,
+    /// worker-04: the FUSE daemon behind a CSI pod mount killed (ENOTCONN).
+    FuseDead,
+    /// worker-04: `GetDeviceMountRefs check failed` at max backoff in the kubelet's log.
+    KubeletBackoff,
+    /// workspace pods: scheduled, never started.
+    StuckScheduled,
+}
+
+impl Incident {
+    pub const ALL: [Incident; 4] = [
+        Incident::Ext4ReadOnly,
+        Incident::FuseDead,
+        Incident::KubeletBackoff,
+        Incident::StuckScheduled,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Incident::Ext4ReadOnly => "ext4 PV read-only (errors=remount-ro)",
+            Incident::FuseDead => "FUSE daemon of a CSI mount killed",
+            Incident::KubeletBackoff => "kubelet volume op at max backoff",
+            Incident::StuckScheduled => "pod stuck after scheduling",
+        }
+    }
+
+    /// The check that must alert.
+    pub fn check(self) -> &'static str {
+        match self {
+            Incident::Ext4ReadOnly => "check_ro_pvc_mounts",
+            Incident::FuseDead => "check_stale_csi_mounts",
+            Incident::KubeletBackoff => "check_kubelet_nested_ops",
+            Incident::StuckScheduled => "check_stuck_scheduled",
+        }
+    }
+
+    /// What the alert's output must name.
+    pub fn names(self) -> &'static str {
+        match self {
+            Incident::Ext4ReadOnly => EXT4_PVC,
+            Incident::FuseDead => FUSE_PV,
+            Incident::KubeletBackoff => LOG_PV,
+            Incident::StuckScheduled => STUCK_POD,
+        }
+    }
+}
+
+/// The checks the engines run (one service each).
+pub const CHECKS: [&str; 4] = [
+    "check_ro_pvc_mounts",
+    "check_stale_csi_mounts",
+    "check_kubelet_nested_ops",
+    "check_stuck_scheduled",
+];
+
+/// The log checks' `--window` on the test node (the role's `k8s_storage_checks_log_window`,
+/// `15m` by default): a kubelet failure alerts at once and its alert clears one window after the
+/// last failure, so the test makes that window short instead of waiting 15 minutes.
+pub const LOG_WINDOW: &str = "30s";
+/// [`LOG_WINDOW`] as a duration.
+pub const LOG_AGE_OUT: Duration = Duration::from_secs(30);
+
+/// A Kubernetes node as the checks see it (see the module doc). Everything lives under `work`
+/// (0755, so the NRPE daemon's `nagios` user can read it) and in the private mount namespace.
+pub struct Node {
+    pub work: tempfile::TempDir,
+    pub ns: Ns,
+    pub tree: KubeletTree,
+    pub api: ApiServer,
+    pub kubeconfig: PathBuf,
+    pub plugin_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub kubelet_log: PathBuf,
+    ext4_staging: PathBuf,
+    ext4_publish: PathBuf,
+    ext4_dev: String,
+    ext4_gen: u32,
+    fuse_src: PathBuf,
+    fuse_mount: PathBuf,
+    fuse_pid: i32,
+    log_injected_at: Option<i64>,
+}
+
+fn pod(ns: &str, name: &str, uid: &str, claim: &str) -> Value {
+    let t = crate::apiserver::fixtures::ago(86400);
+    json!({"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":name,"namespace":ns,"uid":uid,"labels":{"app":name},"creationTimestamp":t},
+        "spec":{"nodeName":NODE,"containers":[{"name":"main","image":"x"}],
+            "volumes":[{"name":"data","persistentVolumeClaim":{"claimName":claim}}]},
+        "status":{"phase":"Running","conditions":[
+            {"lastTransitionTime":t,"status":"True","type":"PodScheduled"},
+            {"lastTransitionTime":t,"status":"True","type":"Ready"}],
+            "containerStatuses":[{"name":"main","ready":true,"restartCount":0,"started":true,
+                "image":"x","state":{"running":{"startedAt":t}},"lastState":{}}]}})
+}
+
+fn pv(name: &str, ns: &str, claim: &str, driver: &str) -> Value {
+    json!({"apiVersion":"v1","kind":"PersistentVolume",
+        "metadata":{"name":name,"uid":format!("uid-{name}")},
+        "spec":{"capacity":{"storage":"5Gi"},"accessModes":["ReadWriteOnce"],
+            "claimRef":{"apiVersion":"v1","kind":"PersistentVolumeClaim","namespace":ns,"name":claim,"uid":"y"},
+            "csi":{"driver":driver,"volumeHandle":name,"fsType":"ext4"},
+            "persistentVolumeReclaimPolicy":"Delete","storageClassName":"standard"},
+        "status":{"phase":"Bound"}})
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+impl Node {
+    /// A healthy node: every check answers OK.
+    pub fn new() -> Node {
+        let work = tempfile::tempdir().unwrap();
+        chmod(work.path(), 0o755);
+        let w = work.path();
+        let tree = KubeletTree::new(&w.join("node"));
+        let ns = Ns::new();
+
+        // The plugin directory: copies of the release binaries (like `make install PLUGINDIR=`).
+        let plugin_dir = w.join("plugins");
+        std::fs::create_dir_all(&plugin_dir).unwrap();
+        for c in CHECKS.iter().chain(["k8s-storage-checks-textfile"].iter()) {
+            std::fs::copy(bin(c), plugin_dir.join(c)).unwrap();
+            chmod(&plugin_dir.join(c), 0o755);
+        }
+        // The checks' state directory, owned by the agent's user.
+        let state_dir = w.join("state");
+        std::fs::create_dir_all(&state_dir).unwrap();
+        let chown = Cmd::new("chown").arg("nagios:nagios").arg(&state_dir).run();
+        assert_eq!(chown.code, 0, "{chown:?}");
+        chmod(&state_dir, 0o750);
+
+        // The API server: this node's pods and their PVs.
+        let api = ApiServer::start();
+        api.set("pods", Node::healthy_pods());
+        api.set(
+            "persistentvolumes",
+            vec![
+                pv(EXT4_PV, EXT4_NS, EXT4_PVC, DRIVER),
+                pv(FUSE_PV, FUSE_NS, FUSE_PVC, FUSE_DRIVER),
+            ],
+        );
+        let kc = api.kubeconfig(KubeCa::Inline, KubeAuth::Token("engines-t0ken".into()));
+        let kubeconfig = w.join("kubeconfig");
+        std::fs::copy(&kc, &kubeconfig).unwrap();
+        chmod(&kubeconfig, 0o644);
+
+        // A kubelet log with ordinary lines and no volume failure.
+        let kubelet_log = w.join("kubelet.log");
+        let now = crate::logs::now_secs();
+        let mut text = String::new();
+        for i in 0..3 {
+            text.push_str(
+                &json!({"ts": (now - 300 + i) as f64 * 1000.0, "caller": "kubelet/kubelet.go:2468",
+                    "msg": "SyncLoop (PLEG): event for pod", "v": 2})
+                .to_string(),
+            );
+            text.push('\n');
+        }
+        std::fs::write(&kubelet_log, text).unwrap();
+        chmod(&kubelet_log, 0o644);
+
+        // The ext4 PV: staging globalmount and the pod's bind mount of it.
+        let ext4_staging = tree.staging_mount(DRIVER, EXT4_PV, &crate::sha256_hex(EXT4_PV));
+        let ext4_publish = tree.pod_csi_mount(EXT4_UID, EXT4_PV, DRIVER);
+        // The FUSE PV: a pod publish mount served by a bindfs daemon.
+        let fuse_src = w.join("fuse-backing");
+        let fuse_mount = tree.pod_csi_mount(FUSE_UID, FUSE_PV, FUSE_DRIVER);
+        let mut node = Node {
+            work,
+            ns,
+            tree,
+            api,
+            kubeconfig,
+            plugin_dir,
+            state_dir,
+            kubelet_log,
+            ext4_staging,
+            ext4_publish,
+            ext4_dev: String::new(),
+            ext4_gen: 0,
+            fuse_src,
+            fuse_mount,
+            fuse_pid: 0,
+            log_injected_at: None,
+        };
+        node.mount_ext4();
+        node.start_fuse();
+        node
+    }
+
+    fn healthy_pods() -> Vec<Value> {
+        vec![
+            pod(EXT4_NS, EXT4_POD, EXT4_UID, EXT4_PVC),
+            pod(FUSE_NS, FUSE_POD, FUSE_UID, FUSE_PVC),
+        ]
+    }
+
+    /// A fresh ext4 image mounted at the staging path and bound into the pod (what the CSI
+    /// driver does on NodeStage/NodePublish).
+    fn mount_ext4(&mut self) {
+        self.ext4_gen += 1;
+        let img = self.work.path().join(format!("ext4-{}.img", self.ext4_gen));
+        let dev = self.ns.loop_fs(
+            &img,
+            32,
+            "mkfs.ext4 -q -F",
+            "errors=remount-ro",
+            &self.ext4_staging,
+        );
+        self.ns.sh(&format!(
+            "mount --bind '{}' '{}'",
+            self.ext4_staging.display(),
+            self.ext4_publish.display()
+        ));
+        self.ext4_dev = dev.trim_start_matches("/dev/").to_string();
+    }
+
+    /// bindfs (allow_other: the agent's user must reach it) at the FUSE PV's pod mount.
+    fn start_fuse(&mut self) {
+        std::fs::create_dir_all(&self.fuse_src).unwrap();
+        std::fs::write(self.fuse_src.join("data"), "workspace\n").unwrap();
+        let out = self.ns.sh(&format!(
+            "bindfs -f -o allow_other '{s}' '{m}' </dev/null >/dev/null 2>&1 & echo $!",
+            s = self.fuse_src.display(),
+            m = self.fuse_mount.display()
+        ));
+        let pid: i32 = out.stdout.trim().parse().expect("bindfs pid");
+        self.ns.own(pid);
+        self.fuse_pid = pid;
+        crate::fuse::wait_until(
+            "bindfs to mount the FUSE PV",
+            Duration::from_secs(10),
+            || crate::fuse::is_mounted(&self.ns, &self.fuse_mount),
+        );
+    }
+
+    /// Inject an incident's fault.
+    pub fn inject(&mut self, i: Incident) {
+        match i {
+            Incident::Ext4ReadOnly => {
+                // The kernel's own ext4 error path: with errors=remount-ro the filesystem stops
+                // writes (emergency_ro from 6.15, super `ro` up to 6.11).
+                std::fs::write(
+                    format!("/sys/fs/ext4/{}/trigger_fs_error", self.ext4_dev),
+                    "k8s-storage-checks engines test",
+                )
+                .unwrap();
+            }
+            Incident::FuseDead => crate::fuse::kill_daemon(self.fuse_pid),
+            Incident::KubeletBackoff => {
+                // The kubelet retrying an UnmountDevice at its maximum backoff (2m2s), the last
+                // failure now.
+                let now = crate::logs::now_secs();
+                let last = now;
+                let mut text = String::new();
+                for k in [2, 1, 0] {
+                    let t = last - 122 * k;
+                    let msg = crate::logs::nested_op_msg(
+                        t,
+                        FUSE_DRIVER,
+                        LOG_PV,
+                        "",
+                        122_000,
+                        &crate::logs::mount_refs_err(FUSE_DRIVER, LOG_PV, NODE),
+                    );
+                    text.push_str(&crate::logs::json_line(t, &msg));
+                    text.push('\n');
+                }
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&self.kubelet_log)
+                    .unwrap();
+                f.write_all(text.as_bytes()).unwrap();
+                self.log_injected_at = Some(now);
+            }
+            Incident::StuckScheduled => {
+                let mut pods = Node::healthy_pods();
+                pods.push(crate::apiserver::fixtures::scheduled_no_status(
+                    STUCK_NS,
+                    STUCK_POD,
+                    NODE,
+                    11 * 60,
+                ));
+                self.api.set("pods", pods);
+            }
+        }
+    }
+
+    /// Remove an incident's fault the way an operator (or time) does.
+    pub fn clear(&mut self, i: Incident) {
+        match i {
+            // The volume is unmounted, checked and mounted again: a fresh filesystem on a fresh
+            // loop device (no error recorded).
+            Incident::Ext4ReadOnly => {
+                self.ns.sh(&format!(
+                    "umount '{}' && umount '{}'",
+                    self.ext4_publish.display(),
+                    self.ext4_staging.display()
+                ));
+                self.mount_ext4();
+            }
+            // The node plugin restarts: the dead mount is lazily unmounted and served again.
+            Incident::FuseDead => {
+                self.ns
+                    .sh(&format!("umount -l '{}'", self.fuse_mount.display()));
+                self.start_fuse();
+            }
+            // The kubelet stops failing: the last failure leaves the window (nothing to do but
+            // wait; see LOG_AGE_OUT).
+            Incident::KubeletBackoff => {}
+            Incident::StuckScheduled => self.api.set("pods", Node::healthy_pods()),
+        }
+    }
+
+    /// Seconds until the kubelet failure lines leave the window (0 when not injected).
+    pub fn log_age_out_left(&self) -> Duration {
+        match self.log_injected_at {
+            Some(t) => {
+                let left = t + LOG_AGE_OUT.as_secs() as i64 - crate::logs::now_secs();
+                Duration::from_secs(left.max(0) as u64)
+            }
+            None => Duration::ZERO,
+        }
+    }
+
+    /// The arguments the Ansible role adds for this node's layout (`k8s_storage_checks_kubelet_roots`,
+    /// `_node_name`, the installed kubeconfig for the node checks that take one, `_extra_args`).
+    fn role_args(&self, check: &str) -> Vec<String> {
+        let root = self.tree.root.to_str().unwrap().to_string();
+        let kc = self.kubeconfig.to_str().unwrap().to_string();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        match check {
+            "check_ro_pvc_mounts" => s(&["--kubelet-root", &root, "--kubeconfig", &kc]),
+            "check_stale_csi_mounts" => {
+                s(&["--kubelet-root", &root, "--kubeconfig", &kc, "--node", NODE])
+            }
+            "check_kubelet_nested_ops" => s(&["--log-file", self.kubelet_log.to_str().unwrap()]),
+            "check_stuck_scheduled" => s(&["--node", NODE]),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The shipped nrpe.d command lines for this node: the file's own paths replaced by this
+    /// node's (plugin dir, kubeconfig, state dir), the log window by [`LOG_WINDOW`] (all role
+    /// variables) and the role's per-node arguments appended.
+    pub fn nrpe_commands(&self) -> BTreeMap<String, String> {
+        let text =
+            std::fs::read_to_string(crate::workspace_root().join("nrpe.d/k8s-storage-checks.cfg"))
+                .unwrap();
+        let mut out = BTreeMap::new();
+        for (name, line) in nrpe_commands(&text) {
+            if !CHECKS.contains(&name.as_str()) {
+                continue;
+            }
+            if name == "check_kubelet_nested_ops" {
+                assert!(line.contains(" --window 15m "), "{line}");
+            }
+            let line = line
+                .replace(" --window 15m ", &format!(" --window {LOG_WINDOW} "))
+                .replace(
+                    "/usr/lib/nagios/plugins/",
+                    &format!("{}/", self.plugin_dir.display()),
+                )
+                .replace(
+                    "/etc/k8s-storage-checks/kubeconfig",
+                    self.kubeconfig.to_str().unwrap(),
+                )
+                .replace(
+                    "/var/lib/k8s-storage-checks",
+                    self.state_dir.to_str().unwrap(),
+                );
+            assert!(
+                line.starts_with(self.plugin_dir.to_str().unwrap()),
+                "{name}: {line}"
+            );
+            // Temp paths without spaces or shell characters: no quoting needed.
+            let extra = self.role_args(&name).join(" ");
+            out.insert(name, format!("{line} {extra}"));
+        }
+        assert_eq!(out.len(), CHECKS.len(), "nrpe.d lacks a command: {out:?}");
+        out
+    }
+
+    /// The shipped CheckCommands' custom variables for this node (Icinga 2).
+    pub fn icinga_vars(&self, check: &str) -> Vec<(String, Value)> {
+        let cmd = format!("k8s_{}", check.trim_start_matches("check_"));
+        let root = json!([self.tree.root]);
+        let kc = json!(self.kubeconfig);
+        let v = |k: &str, val: Value| (format!("{cmd}_{k}"), val);
+        let node_kc = ("k8s_storage_node_kubeconfig".to_string(), kc.clone());
+        let mut vars = match check {
+            "check_ro_pvc_mounts" => vec![v("kubelet_root", root), node_kc],
+            "check_stale_csi_mounts" => {
+                vec![v("kubelet_root", root), v("node", json!(NODE)), node_kc]
+            }
+            "check_kubelet_nested_ops" => vec![
+                v("log_file", json!([self.kubelet_log])),
+                v("window", json!(LOG_WINDOW)),
+                v("state_dir", json!(self.state_dir)),
+            ],
+            "check_stuck_scheduled" => vec![v("node", json!(NODE))],
+            _ => Vec::new(),
+        };
+        vars.push(("k8s_storage_kubeconfig".into(), kc));
+        vars
+    }
+
+    /// The runner's `--check` lines for the textfile path (the role's wrapper runs the same
+    /// command lines as NRPE, with `--format prometheus` added).
+    pub fn textfile_checks(&self) -> Vec<String> {
+        self.nrpe_commands()
+            .into_iter()
+            .map(|(name, line)| {
+                let args = line.split_once(' ').map(|x| x.1).unwrap_or("");
+                format!("{name} {args}")
+            })
+            .collect()
+    }
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Node::new()
+    }
+}
+
+/// `command[name]=line` entries of an nrpe.d file.
+pub fn nrpe_commands(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("command["))
+        .filter_map(|l| l.split_once("]="))
+        .map(|(n, c)| (n.to_string(), c.to_string()))
+        .collect()
+}
+
+/// The NRPE daemon on a loopback port serving `commands`, as `nagios`, inside the node's mount
+/// namespace (where its PVs are mounted).
+pub fn start_nrpe(node: &Node, commands: &BTreeMap<String, String>, port: u16) -> Daemon {
+    let dir = node.work.path().join("nrpe");
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o755);
+    let mut cfg = format!(
+        "server_address=127.0.0.1\nserver_port={port}\nallowed_hosts=127.0.0.1\n\
+         dont_blame_nrpe=0\nallow_bash_command_substitution=0\ndebug=0\n\
+         command_timeout=60\nconnection_timeout=300\ndisable_syslog=1\n"
+    );
+    for (n, c) in commands {
+        cfg.push_str(&format!("command[{n}]={c}\n"));
+    }
+    let path = dir.join("nrpe.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    chmod(&path, 0o644);
+    let mut cmd = Command::new("nsenter");
+    cmd.args(["-t", &node.ns.pid().to_string(), "-m", "--", "setpriv"])
+        .args([
+            "--reuid",
+            "nagios",
+            "--regid",
+            "nagios",
+            "--init-groups",
+            "--",
+            "/usr/sbin/nrpe",
+            "-c",
+        ])
+        .arg(&path)
+        .arg("-f");
+    let mut d = Daemon::start("nrpe", cmd, &dir.join("nrpe.log"));
+    let check_nrpe = "/usr/lib/nagios/plugins/check_nrpe";
+    wait_for(
+        "nrpe to answer",
+        Duration::from_secs(30),
+        || {
+            d.assert_running();
+            let v = Cmd::new(check_nrpe)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .run();
+            v.code == 0 && v.stdout.starts_with("NRPE v")
+        },
+        String::new,
+    );
+    d
+}

@@ -1,0 +1,236 @@
+//! The shipped Prometheus rules (deploy/prometheus/): the plain rules file and the PrometheusRule
+//! manifest generated from it agree, both pass `promtool check rules`, the unit tests pass
+//! `promtool test rules` with a firing and a quiet case for every alert, and the rules use only
+//! metrics and labels the checks really write: a real check's real `--format prometheus` answer,
+//! fed to the rules, pages with the finding's namespace/pvc/pv labels.
+
+use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, Rep};
+use e2e::{need_tool, workspace_root, Cmd};
+use serde_yaml_ng::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn dir() -> PathBuf {
+    workspace_root().join("deploy/prometheus")
+}
+
+fn yaml(p: &Path) -> Value {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(p).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn promtool(args: &[&str], cwd: &Path) -> e2e::Output {
+    Cmd::new("sh")
+        .arg("-c")
+        .arg(format!("cd '{}' && exec promtool \"$@\"", cwd.display()))
+        .arg("promtool")
+        .args(args)
+        .run()
+}
+
+/// (alert name, expression) of every rule.
+fn alerts(rules: &Value) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for g in rules["groups"].as_sequence().expect("groups") {
+        for r in g["rules"].as_sequence().expect("rules") {
+            v.push((
+                r["alert"]
+                    .as_str()
+                    .expect("only alerting rules")
+                    .to_string(),
+                r["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    v
+}
+
+#[test]
+fn the_manifest_is_generated_from_the_rules_file_and_agrees_with_it() {
+    let out = Cmd::new(dir().join("generate")).run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let committed = std::fs::read_to_string(dir().join("prometheusrule.yaml")).unwrap();
+    assert!(
+        out.stdout == committed,
+        "deploy/prometheus/prometheusrule.yaml is not generate's output: run \
+         deploy/prometheus/generate > deploy/prometheus/prometheusrule.yaml"
+    );
+    let rules = yaml(&dir().join("k8s-storage-checks.rules.yml"));
+    let manifest = yaml(&dir().join("prometheusrule.yaml"));
+    assert_eq!(manifest["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(manifest["kind"], "PrometheusRule");
+    assert_eq!(manifest["metadata"]["name"], "k8s-storage-checks");
+    assert_eq!(
+        manifest["spec"], rules,
+        "the manifest's spec is the rules file"
+    );
+}
+
+#[test]
+fn both_forms_pass_promtool_check_rules() {
+    if !need_tool("both_forms_pass_promtool_check_rules", "promtool") {
+        return;
+    }
+    let out = promtool(&["check", "rules", "k8s-storage-checks.rules.yml"], &dir());
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("SUCCESS: 11 rules found"), "{out:?}");
+    // The manifest's spec, as Prometheus would load it.
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = &yaml(&dir().join("prometheusrule.yaml"))["spec"];
+    std::fs::write(
+        tmp.path().join("spec.yml"),
+        serde_yaml_ng::to_string(spec).unwrap(),
+    )
+    .unwrap();
+    let out = promtool(&["check", "rules", "spec.yml"], tmp.path());
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("SUCCESS: 11 rules found"), "{out:?}");
+}
+
+#[test]
+fn unit_tests_pass_and_cover_every_alert_firing_and_quiet() {
+    if !need_tool(
+        "unit_tests_pass_and_cover_every_alert_firing_and_quiet",
+        "promtool",
+    ) {
+        return;
+    }
+    let out = promtool(&["test", "rules", "k8s-storage-checks.test.yml"], &dir());
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("SUCCESS"), "{out:?}");
+
+    let rules = yaml(&dir().join("k8s-storage-checks.rules.yml"));
+    let tests = yaml(&dir().join("k8s-storage-checks.test.yml"));
+    let (mut fires, mut quiet) = (BTreeSet::new(), BTreeSet::new());
+    for t in tests["tests"].as_sequence().unwrap() {
+        for c in t["alert_rule_test"].as_sequence().unwrap() {
+            let name = c["alertname"].as_str().unwrap().to_string();
+            if c["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty()) {
+                fires.insert(name);
+            } else {
+                quiet.insert(name);
+            }
+        }
+    }
+    for (a, _) in alerts(&rules) {
+        assert!(fires.contains(&a), "no test case where {a} fires");
+        assert!(quiet.contains(&a), "no test case where {a} stays quiet");
+    }
+}
+
+/// A sample line of the exposition format: (metric name, labels, value).
+fn parse_sample(line: &str) -> (String, BTreeMap<String, String>, String) {
+    let (head, value) = line.rsplit_once(' ').unwrap();
+    let (name, rest) = head.split_once('{').unwrap_or((head, "}"));
+    let mut labels = BTreeMap::new();
+    let mut r = rest;
+    while !r.starts_with('}') {
+        let (k, after) = r.split_once("=\"").unwrap();
+        let b = after.as_bytes();
+        let mut end = 0;
+        while b[end] != b'"' {
+            end += if b[end] == b'\\' { 2 } else { 1 };
+        }
+        labels.insert(k.to_string(), after[..end].to_string());
+        r = after[end + 1..].trim_start_matches(',');
+    }
+    (name.to_string(), labels, value.to_string())
+}
+
+#[test]
+fn a_real_checks_answer_pages_through_the_rules_with_its_subject_labels() {
+    let t = "a_real_checks_answer_pages_through_the_rules_with_its_subject_labels";
+    if !need_tool(t, "promtool") {
+        return;
+    }
+    const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
+    let tmp = tempfile::tempdir().unwrap();
+    let pods = tmp.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        kubectl_list(vec![
+            jiva_replica(PV, 0, "k8s01", 86400, Rep::Healthy),
+            jiva_replica(
+                PV,
+                1,
+                "k8s03",
+                86400,
+                Rep::CrashLoop {
+                    restarts: 92,
+                    unready_secs: 3 * 86400,
+                },
+            ),
+            jiva_replica(PV, 2, "k8s02", 86400, Rep::Healthy),
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = Cmd::check("check_jiva_rep_crashloop")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .arg("--pods-json")
+        .arg(&pods)
+        .args(["--format", "prometheus"])
+        .run();
+    assert_eq!(out.code, 2, "{out:?}");
+
+    // Its samples, as Prometheus would scrape them from node_exporter on k8s03, for 15 minutes.
+    let mut series = String::new();
+    let mut findings = Vec::new();
+    let mut names = BTreeSet::new();
+    for line in out.stdout.lines().filter(|l| !l.starts_with('#')) {
+        let (name, mut labels, value) = parse_sample(line);
+        names.insert(name.clone());
+        labels.insert("instance".into(), "k8s03:9100".into());
+        labels.insert("job".into(), "node".into());
+        if name == "k8s_storage_check_finding" {
+            findings.push(labels.clone());
+        }
+        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        series.push_str(&format!(
+            "      - series: '{name}{{{}}}'\n        values: '{value}x15'\n",
+            l.join(",")
+        ));
+    }
+    // Every metric the rules read (other than node_exporter's own) is one the check wrote.
+    let rules = yaml(&dir().join("k8s-storage-checks.rules.yml"));
+    for (alert, expr) in alerts(&rules) {
+        for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("k8s_storage_check_") {
+                assert!(
+                    names.contains(word),
+                    "{alert} reads {word}, which the check does not write: {names:?}"
+                );
+            }
+        }
+    }
+    let crit: Vec<_> = findings
+        .iter()
+        .filter(|l| l["state"] == "critical")
+        .collect();
+    let warn: Vec<_> = findings
+        .iter()
+        .filter(|l| l["state"] == "warning")
+        .collect();
+    assert_eq!((crit.len(), warn.len()), (1, 1), "{findings:?}");
+    let exp = |labels: &BTreeMap<String, String>, severity: &str| {
+        let mut s = format!("              severity: {severity}\n");
+        for (k, v) in labels {
+            s.push_str(&format!("              {k}: '{v}'\n"));
+        }
+        s
+    };
+    let test = format!(
+        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n      - eval_time: 12m\n        alertname: K8sStorageFindingCritical\n        exp_alerts:\n          - exp_labels:\n{c}            exp_annotations:\n              summary: 'check_jiva_rep_crashloop: crashloop on k8s03:9100'\n              description: 'namespace=openebs pvc= pod={PV}-jiva-rep-1 pv={PV} device= mount=; run the check with -v for the finding and its hint.'\n      - eval_time: 12m\n        alertname: K8sStorageFindingWarning\n        exp_alerts:\n          - exp_labels:\n{w}            exp_annotations:\n              summary: 'check_jiva_rep_crashloop: degraded_redundancy on k8s03:9100'\n              description: 'namespace= pvc= pod= pv={PV} device= mount=; run the check with -v for the finding and its hint.'\n      - eval_time: 12m\n        alertname: K8sStorageCheckCritical\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageFindingsOmitted\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageCheckSlow\n        exp_alerts: []\n",
+        rules = dir().join("k8s-storage-checks.rules.yml").display(),
+        c = exp(crit[0], "critical"),
+        w = exp(warn[0], "warning"),
+    );
+    assert_eq!(crit[0]["namespace"], "openebs");
+    assert_eq!(crit[0]["pv"], PV);
+    assert_eq!(crit[0]["node"], "k8s03");
+    std::fs::write(tmp.path().join("real.test.yml"), &test).unwrap();
+    let out = promtool(&["test", "rules", "real.test.yml"], tmp.path());
+    assert_eq!(out.code, 0, "{test}\n{out:?}");
+}
