@@ -351,7 +351,7 @@ fn age_keeps_growing_across_runs_and_log_rotations() {
     out.assert_status(NAME, 2);
     let a1 = age(&out);
     // The last failure is within one 2m2s backoff of now: 38 to 40 minutes, far past the window.
-    assert!(a1 >= 37.0 * 60.0 && a1 < 40.0 * 60.0, "{out:?}");
+    assert!((37.0 * 60.0..40.0 * 60.0).contains(&a1), "{out:?}");
     assert!(
         out.first_line().contains("failing for 3") && !out.first_line().contains("at least"),
         "{out:?}"
@@ -367,11 +367,11 @@ fn age_keeps_growing_across_runs_and_log_rotations() {
         }
         now_secs()
     };
-    // Rotated and the old file deleted (rotate + compress elsewhere): the new file holds only
-    // the latest failures, at the maximum backoff.
+    // Rotated and the old file deleted (logrotate's create, the old one compressed away): the
+    // new file holds only the latest failures, at the maximum backoff. (The new file is made
+    // before the old one goes, as logrotate does, so it cannot reuse the old inode.)
     let t2 = wait_past(t1 + 1);
     std::fs::rename(&p, dir.path().join("kubelet.log.1")).unwrap();
-    std::fs::remove_file(dir.path().join("kubelet.log.1")).unwrap();
     std::fs::write(
         &p,
         line(Style::Bare, t2 - 122, "pvc-81b676e6", 122_000, &err)
@@ -380,6 +380,7 @@ fn age_keeps_growing_across_runs_and_log_rotations() {
             + "\n",
     )
     .unwrap();
+    std::fs::remove_file(dir.path().join("kubelet.log.1")).unwrap();
     let out = run(true);
     out.assert_status(NAME, 2);
     let a2 = age(&out);

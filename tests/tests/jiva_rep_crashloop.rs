@@ -63,7 +63,8 @@ fn the_incident_replica_pages_via_pods_json() {
     let out = check(&["--pods-json", p.to_str().unwrap()]);
     out.assert_status(NAME, 2);
     assert!(
-        out.first_line().starts_with(&format!("{NAME} CRITICAL - {PV}-jiva-rep-1 crash-looping (92 restarts, unhealthy 14d); {PV}: 2/3 replicas healthy")),
+        // The volume is named by its claim (#21): the legacy label gives its name.
+        out.first_line().starts_with(&format!("{NAME} CRITICAL - {PV}-jiva-rep-1 crash-looping (92 restarts, unhealthy 14d); PVC coder-workspace-data ({PV}): 2/3 replicas healthy")),
         "{out:?}"
     );
     assert_eq!(out.perf("replicas"), Some(3.0));
@@ -73,7 +74,7 @@ fn the_incident_replica_pages_via_pods_json() {
     assert!(out.stdout.contains(&format!("[CRITICAL] openebs/{PV}-jiva-rep-1 on k8s03: CrashLoopBackOff, 92 restarts, unhealthy 14d, last exit 1 (Error)")), "{out:?}");
     assert!(
         out.stdout.contains(&format!(
-            "[WARNING] {PV}: 2/3 replicas healthy (degraded redundancy)"
+            "[WARNING] PVC coder-workspace-data ({PV}): 2/3 replicas healthy (degraded redundancy)"
         )),
         "{out:?}"
     );
@@ -143,8 +144,9 @@ fn a_recent_short_crash_loop_warns_and_the_majority_rule_pages() {
         .run();
     out.assert_status(NAME, 2);
     assert!(
-        out.first_line()
-            .contains(&format!("{PV}: 1/3 replicas healthy")),
+        out.first_line().contains(&format!(
+            "PVC coder-workspace-data ({PV}): 1/3 replicas healthy"
+        )),
         "{out:?}"
     );
     assert!(out.stdout.contains("no healthy majority"), "{out:?}");
@@ -177,11 +179,13 @@ fn api_token_client_cert_and_pagination() {
         assert_eq!(out.perf("replicas"), Some(603.0));
         assert_eq!(out.perf("degraded_volumes"), Some(1.0));
         let reqs = &s.requests()[before..];
-        assert_eq!(reqs.len(), 2, "two pages: {reqs:?}");
-        assert!(reqs
+        // Two pages of pods, then (something is unhealthy) one list of PVs to name the claims.
+        assert_eq!(reqs.len(), 3, "two pages and the PVs: {reqs:?}");
+        assert!(reqs[..2]
             .iter()
             .all(|r| r.path == "/api/v1/namespaces/openebs/pods" && r.user.is_some()));
         assert!(reqs[1].q("continue").is_some());
+        assert_eq!(reqs[2].path, "/api/v1/persistentvolumes");
     }
 }
 

@@ -503,7 +503,7 @@ fn rox_read_only_superblock_without_an_error_is_not_critical() {
     let rox = out
         .stdout
         .lines()
-        .find(|l| l.contains("pvc-rox"))
+        .find(|l| l.starts_with('[') && l.contains("pvc-rox"))
         .unwrap_or_else(|| panic!("{out:?}"));
     assert!(rox.starts_with("[WARNING] pvc-rox "), "{rox}");
     // The next step follows the critical finding, paste-safe.

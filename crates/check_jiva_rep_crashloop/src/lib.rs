@@ -535,9 +535,14 @@ impl Opts {
                     client.server()
                 ));
                 client.list_pods(&filter, &mut take)?;
-                // The claims of the replicas' volumes: one paged list of PVs. A failure (RBAC
-                // without `list persistentvolumes`) leaves the PV names, with a note.
-                if d.replicas.iter().any(|r| r.pv.is_some()) {
+                // The claims of the volumes it will alert on: one paged list of PVs, only when
+                // something is unhealthy (a healthy cluster costs no extra request). A failure
+                // (RBAC without `list persistentvolumes`) leaves the PV names, with a note.
+                let now = kube::time::now();
+                if d.replicas
+                    .iter()
+                    .any(|r| r.pv.is_some() && (!r.ready || judge(r, self, now).0 != Status::Ok))
+                {
                     ctx.stage(format!(
                         "listing PersistentVolumes from {}",
                         client.server()

@@ -853,9 +853,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
             }
         }
         ctx.debug(format!(
-            "{name}: read {} bytes from offset {}, {} candidates",
+            "{name}: read {} bytes, now at offset {}, {} candidates",
             r.stats.bytes_read,
-            r.pos.offset - r.stats.bytes_consumed,
+            // (after a rotation the bytes consumed include the old file's: no "from" offset)
+            r.pos.offset,
             r.stats.hits
         ));
         data.failures.extend(kept);
