@@ -168,7 +168,6 @@ fn iscsi_sessions_ranges_on_unhealthy_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let sys = Sysfs::new(dir.path());
     sys.add(&Session::new(1, "iqn.2016-09.com.openebs.jiva:pvc-a").state("FAILED"));
-    sys.add(&Session::new(2, "iqn.2016-09.com.openebs.jiva:pvc-b"));
     let base = || {
         api_free("check_iscsi_sessions")
             .arg("--sys")
@@ -207,6 +206,43 @@ fn ro_pvc_mounts_ranges_on_read_only_filesystems() {
     let out = base().run();
     assert_eq!(out.perf("ro_volumes"), Some(1.0), "{out:?}");
     run_cases("check_ro_pvc_mounts", base, &count_cases());
+}
+
+#[test]
+fn stale_csi_mounts_ranges_on_stale_mounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("kubelet");
+    // A pod mount whose pod is no pod of the node: orphaned, one stale mount.
+    let mp = root.join(
+        "pods/0dead000-0000-4000-8000-000000000001/volumes/kubernetes.io~csi/pvc-orphan/mount",
+    );
+    std::fs::create_dir_all(&mp).unwrap();
+    let mi = dir.path().join("mountinfo");
+    std::fs::write(
+        &mi,
+        format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n40 1 8:32 / {} rw,relatime - ext4 /dev/sdc rw\n",
+            mp.display()
+        ),
+    )
+    .unwrap();
+    let pods = write_json(
+        dir.path(),
+        "pods.json",
+        &kubectl_list(vec![running("ws", "other-0", "n1", 86400)]),
+    );
+    let pvs = write_json(dir.path(), "pvs.json", &kubectl_list(vec![]));
+    let base = || {
+        api_free("check_stale_csi_mounts")
+            .arg("--mountinfo")
+            .arg(&mi)
+            .arg("--kubelet-root")
+            .arg(&root)
+            .args(["--pods-json", &pods, "--pvs-json", &pvs, "--node", "n1"])
+    };
+    let out = base().run();
+    assert_eq!(out.perf("stale_mounts"), Some(1.0), "{out:?}");
+    run_cases("check_stale_csi_mounts", base, &count_cases());
 }
 
 #[test]
