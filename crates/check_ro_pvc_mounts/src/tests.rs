@@ -520,10 +520,15 @@ fn every_verdict_has_its_signal_and_the_volume_its_subject() {
     );
     assert_eq!(sig(&d, "pvc-healthy").0, "writable");
     assert_eq!(sig(&d, "pvc-readonly").0, "writable");
-    assert_eq!(
-        sig(&data(&table("ro"), (5, 4, 0)), "pvc-a634b9a3").0,
-        "remounted_ro"
-    );
+    // The kernel's remount records an ext4 error; without one it is not the kernel's doing (#21).
+    let mut d = data(&table("ro"), (5, 4, 0));
+    assert_eq!(sig(&d, "pvc-a634b9a3").0, "ro_no_error");
+    vol(&mut d, "pvc-a634b9a3").ext4_errors = Some(fsstate::Ext4Errors {
+        count: 1,
+        first_error_time: None,
+        last_error_time: None,
+    });
+    assert_eq!(sig(&d, "pvc-a634b9a3").0, "remounted_ro");
     let mut d = data(&table("rw"), (6, 18, 0));
     vol(&mut d, "pvc-healthy").probe = Some(Outcome::Hung {
         after: Duration::from_secs(3),
