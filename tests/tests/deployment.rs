@@ -522,6 +522,21 @@ fn role_on_this_machine(t: &str, mode: &str) {
         std::fs::Permissions::from_mode(0o700),
     )
     .unwrap();
+    // The same tree at the node's own kubelet root, /var/lib/kubelet, in the test's mount
+    // namespace only: privilege serves the node's own kubelet roots, never a root an option
+    // names (node::privilege), so the role configures none and the checks find this one. Its
+    // pods directory is root's 0750, as the kubelet makes it.
+    std::fs::set_permissions(kroot.join("pods"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let own_root = Path::new("/var/lib/kubelet");
+    if !own_root.exists() {
+        std::fs::create_dir_all(own_root).unwrap();
+        machine.remove.push(own_root.to_path_buf());
+    }
+    ns.sh(&format!(
+        "mount --rbind '{}' {}",
+        kroot.display(),
+        own_root.display()
+    ));
     let textfile_dir = work.path().join("textfile");
     // A kubelet journal with a fresh volume failure, owned and readable like journald's files.
     let journal_dir = work.path().join("journal");
@@ -588,7 +603,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
         "k8s_storage_checks_enabled": node_checks,
         "k8s_storage_checks_cluster_scope": true,
         "k8s_storage_checks_cluster_checks": cluster_checks,
-        "k8s_storage_checks_kubelet_roots": [kroot],
+        "k8s_storage_checks_kubelet_roots": [],
         "k8s_storage_checks_kubeconfig_content": kubeconfig,
         "k8s_storage_checks_node_name": NODE,
         "k8s_storage_checks_privilege_mode": mode,
@@ -598,6 +613,20 @@ fn role_on_this_machine(t: &str, mode: &str) {
         "k8s_storage_checks_textfile_dir": textfile_dir,
         "k8s_storage_checks_extra_args": {
             "check_kubelet_nested_ops": ["--journal-dir", journal_dir],
+        },
+        // Thresholds for every check (each takes -w/-c on its headline value), chosen so that
+        // the states asserted below hold: NRPE must run every command line without a usage
+        // error with them.
+        "k8s_storage_checks_thresholds": {
+            "check_ro_pvc_mounts": {"warning": "0", "critical": "0"},
+            "check_stale_csi_mounts": {"warning": "0", "critical": "0"},
+            "check_kubelet_nested_ops": {"warning": "0", "critical": "5"},
+            "check_storage_kernel_errors": {"warning": "1000", "critical": "100000"},
+            "check_iscsi_sessions": {"warning": "0", "critical": "0"},
+            "check_stuck_scheduled": {"warning": "5m", "critical": "10m"},
+            "check_stuck_terminating": {"warning": "5m", "critical": "10m"},
+            "check_jiva_rep_crashloop": {"warning": "3", "critical": "10"},
+            "check_watch_cache": {"warning": "2s", "critical": "10s"},
         },
     });
     let playbook = workspace_root().join("tests/deploy/site.yml");
@@ -623,6 +652,10 @@ fn role_on_this_machine(t: &str, mode: &str) {
         let bare = cmd.strip_prefix("/usr/bin/sudo -n ").unwrap_or(cmd);
         assert!(bare.starts_with(&format!("{PLUGIN_DIR}/{c} ")), "{cmd}");
         assert!(!cmd.contains("$ARG"), "{cmd}");
+        assert!(
+            cmd.contains(" -w ") && cmd.contains(" -c "),
+            "{c}: thresholds not rendered: {cmd}"
+        );
     }
     // The kubeconfig goes exactly to the checks whose --help lists --kubeconfig (the role reads
     // the installed binaries' options).
