@@ -22,8 +22,7 @@
 //!   with null, zero, urandom...), a read-only root, and every process
 //!   started with `capsh --chroot` and *only the capabilities the manifest grants* (read from
 //!   deploy/daemonset*.yaml: the bounding set is cut to exactly that list, running as uid 0 like
-//!   the manifest says), with no_new_privs when the manifest says `allowPrivilegeEscalation:
-//!   false` (as the runtime does: file capabilities are then never granted).
+//!   the manifest says).
 //! - Not emulated: the network namespace (NRPE listens on a loopback port of the test's network,
 //!   where a pod would use hostPort 5666), seccomp and AppArmor.
 //!
@@ -32,7 +31,6 @@
 
 use e2e::{bin_dir, need_root, need_tool, Cmd, KubeletTree, Output};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -61,23 +59,6 @@ fn manifest_caps(file: &str) -> Vec<String> {
         .split(',')
         .map(|c| format!("cap_{}", c.trim().trim_matches('"').to_lowercase()))
         .collect()
-}
-
-/// Whether a manifest's container may gain privilege (`allowPrivilegeEscalation`): without it the
-/// runtime sets no_new_privs on its processes, and no file capability is ever granted.
-fn manifest_escalation(file: &str) -> bool {
-    let text = std::fs::read_to_string(deploy(file)).unwrap();
-    let v: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("allowPrivilegeEscalation:"))
-        .map(str::trim)
-        .collect();
-    assert_eq!(v.len(), 1, "{file}: one allowPrivilegeEscalation expected");
-    match v[0] {
-        "true" => true,
-        "false" => false,
-        x => panic!("{file}: allowPrivilegeEscalation: {x}"),
-    }
 }
 
 /// The textfile runner's arguments in a manifest (the `args:` list items starting with `--`).
@@ -288,8 +269,6 @@ struct Spec {
     binds: Vec<(PathBuf, &'static str, bool)>,
     /// The entrypoint and its arguments; None: an idle container to exec into.
     main: Option<Vec<String>>,
-    /// no_new_privs on every process (`allowPrivilegeEscalation: false`).
-    no_new_privs: bool,
 }
 
 struct EmuContainer {
@@ -297,7 +276,6 @@ struct EmuContainer {
     init: u32,
     root: PathBuf,
     caps: Vec<String>,
-    no_new_privs: bool,
     _dirs: tempfile::TempDir,
 }
 
@@ -346,11 +324,6 @@ impl EmuContainer {
             );
         }
         let drop = drop_list(&spec.caps);
-        let nnp = if spec.no_new_privs {
-            " --no-new-privs"
-        } else {
-            ""
-        };
         script += "mkdir -p \"$R/proc\"; mount -t proc proc \"$R/proc\"\n";
         script += "mount -o remount,bind,ro \"$R\"\n";
         script += "echo k8s-storage-checks-x7k2p > /proc/sys/kernel/hostname\n";
@@ -359,7 +332,7 @@ impl EmuContainer {
             None => script += "exec cat\n",
             Some(argv) => {
                 script += &format!(
-                    "exec capsh --chroot=\"$R\" --drop={drop}{nnp} --shell='{}' -- {}\n",
+                    "exec capsh --chroot=\"$R\" --drop={drop} --shell='{}' -- {}\n",
                     argv[0],
                     argv[1..]
                         .iter()
@@ -404,7 +377,6 @@ impl EmuContainer {
             init,
             root,
             caps: spec.caps,
-            no_new_privs: spec.no_new_privs,
             _dirs: dirs,
         }
     }
@@ -412,16 +384,13 @@ impl EmuContainer {
     /// `kubectl exec`: a program of the image, in the container's namespaces, chrooted, with the
     /// container's capabilities (or `caps` instead).
     fn exec_caps(&self, caps: &[String], prog: &str) -> Cmd {
-        let mut cmd = Cmd::new("nsenter")
+        Cmd::new("nsenter")
             .arg("-t")
             .arg(self.init.to_string())
             .args(["-m", "-p", "-u", "--", "capsh"])
             .arg(format!("--chroot={}", self.root.display()))
-            .arg(format!("--drop={}", drop_list(caps)));
-        if self.no_new_privs {
-            cmd = cmd.arg("--no-new-privs");
-        }
-        cmd.arg(format!("--shell={prog}"))
+            .arg(format!("--drop={}", drop_list(caps)))
+            .arg(format!("--shell={prog}"))
             .arg("--")
             .env("NODE_NAME", "node-emu")
     }
@@ -515,7 +484,6 @@ fn plain_image_sees_the_host_through_host_root() {
                 ),
             ],
             main: None,
-            no_new_privs: !manifest_escalation("daemonset.yaml"),
         },
     );
     progress("container started; mounting PVs on the host");
@@ -794,7 +762,6 @@ fn plain_image_sees_the_host_through_host_root() {
                 .map(String::from)
                 .to_vec(),
             ),
-            no_new_privs: !manifest_escalation("daemonset.yaml"),
         },
     );
     let prom = textfile2.path().join("check_ro_pvc_mounts.prom");
@@ -814,81 +781,42 @@ fn plain_image_sees_the_host_through_host_root() {
     drop(host);
 }
 
-/// The nagios user's uid and gid in an image's /etc.
-fn passwd_ids(root: &Path) -> (u32, u32) {
-    let id = |file: &str| -> u32 {
-        std::fs::read_to_string(root.join("etc").join(file))
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("nagios:"))
-            .and_then(|r| r.split(':').nth(1))
-            .unwrap_or_else(|| panic!("no nagios in {file}"))
-            .parse()
-            .unwrap()
-    };
-    (id("passwd"), id("group"))
-}
-
-/// The hardened NRPE image: the checks that carry a file capability are root:nagios 0750, the
-/// others root:root 0755 without one; no set-user-ID or set-group-ID file anywhere (privilege
-/// escalation is allowed in that pod: the file capabilities must be the only way up). Returns
-/// every capability a check carries.
-fn assert_image_privileges(base: &Path, layer: &Path) -> Vec<String> {
-    use std::os::unix::fs::MetadataExt;
-    let (_, nagios_gid) = passwd_ids(base);
-    let plugins = layer.join("usr/lib/nagios/plugins");
-    let mut all = Vec::new();
-    let mut privileged = 0;
-    for e in std::fs::read_dir(&plugins).unwrap() {
-        let p = e.unwrap().path();
-        let got = Cmd::new("getcap").arg(&p).run().stdout;
-        // "<path> cap_a,cap_b=ep"
-        let caps: Vec<String> = got
-            .split_whitespace()
-            .nth(1)
-            .map(|c| {
-                c.trim_end_matches("=ep")
-                    .split(',')
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let m = std::fs::metadata(&p).unwrap();
-        let want = if caps.is_empty() {
-            (0, 0, 0o755)
-        } else {
-            privileged += 1;
-            (0, nagios_gid, 0o750)
-        };
-        assert_eq!(
-            (m.uid(), m.gid(), m.mode() & 0o7777),
-            want,
-            "{}: {got}",
-            p.display()
-        );
-        all.extend(caps);
+/// The Debian base of the NRPE variant, debootstrapped once and cached under target/.
+fn debian_base() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| e2e::workspace_root().join("target"));
+    let dir = target.join("container-emu/debian-bookworm-nrpe");
+    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
+    let stamp_file = dir.join(".k8s-storage-checks-base");
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
+        return dir;
     }
-    assert!(privileged > 0, "no check carries a capability in the image");
-    for name in ["check_ro_pvc_mounts", "check_storage_kernel_errors"] {
-        let got = Cmd::new("getcap").arg(plugins.join(name)).run().stdout;
-        assert!(got.contains("cap_"), "{name} carries no capability: {got}");
-    }
-    for r in [base, layer] {
-        let setid = Cmd::new("find")
-            .arg(r)
-            .args(["-xdev", "-type", "f", "-perm", "/6000"])
-            .run();
-        assert!(
-            setid.code == 0 && setid.stdout.trim().is_empty(),
-            "set-id files in the image: {setid:?}"
-        );
-    }
-    let run = layer.join("run/k8s-storage-checks");
-    let m = std::fs::metadata(&run).unwrap();
-    assert_eq!((m.gid(), m.mode() & 0o7777), (nagios_gid, 0o750));
-    all.sort();
-    all.dedup();
-    all
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mirror = std::env::var("E2E_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
+    progress(&format!(
+        "debootstrapping Debian bookworm + nagios-nrpe-server into {} (a few minutes, once)",
+        dir.display()
+    ));
+    let st = Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=nagios-nrpe-server,systemd",
+            "bookworm",
+        ])
+        .arg(&tmp)
+        .arg(&mirror)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run debootstrap");
+    assert!(st.success(), "debootstrap failed (mirror {mirror})");
+    std::fs::rename(&tmp, &dir).unwrap();
+    std::fs::write(&stamp_file, stamp).unwrap();
+    progress("debootstrap done");
+    dir
 }
 
 #[test]
@@ -908,7 +836,7 @@ fn nrpe_image_answers_check_nrpe() {
     ) {
         return;
     }
-    let base = e2e::debian_nrpe_base();
+    let base = debian_base();
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
@@ -931,15 +859,6 @@ fn nrpe_image_answers_check_nrpe() {
         fallback
     };
     let layer = stage("nrpe", Some(&nrpe_d));
-    // The Containerfile's final step on the image: file capabilities and modes, no set-id file,
-    // the run directory.
-    let hardened = Cmd::new("sh")
-        .arg(e2e::workspace_root().join("deploy/container/harden.sh"))
-        .arg(&base)
-        .arg(layer.path())
-        .run();
-    assert_eq!(hardened.code, 0, "harden.sh: {hardened:?}");
-    let image_caps = assert_image_privileges(&base, layer.path());
     let cfg = std::fs::read_to_string(
         layer
             .path()
@@ -992,7 +911,7 @@ fn nrpe_image_answers_check_nrpe() {
     // which is why node::Host::hostname falls back to the host's /etc/hostname.
     std::fs::write(
         config.path().join("whoami.sh"),
-        "echo \"$(id -un) node=$NODE_NAME $(grep -E '^Cap(Inh|Prm|Eff|Amb):' /proc/self/status | tr -s '\\t\\n' '  ')\"\n",
+        "echo \"$(id -un) node=$NODE_NAME $(grep CapEff /proc/self/status)\"\n",
     )
     .unwrap();
     nrpe_cfg += "\ncommand[emu_whoami]=/bin/sh /etc/k8s-storage-checks/whoami.sh\n";
@@ -1000,16 +919,6 @@ fn nrpe_image_answers_check_nrpe() {
 
     let host = EmuHost::new(&tree);
     let caps = manifest_caps("daemonset-nrpe.yaml");
-    // Every capability a check binary carries is one the pod grants (else the kernel cuts it).
-    for cap in &image_caps {
-        assert!(
-            caps.contains(cap),
-            "a check carries {cap}, which the DaemonSet does not add"
-        );
-    }
-    // The run directory is an emptyDir: root's, 0777, until the entrypoint hands it to nagios.
-    let run = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(run.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let c = EmuContainer::start(
         &host,
         Spec {
@@ -1022,10 +931,8 @@ fn nrpe_image_answers_check_nrpe() {
                     "/var/lib/k8s-storage-checks",
                     false,
                 ),
-                (run.path().to_path_buf(), "/run/k8s-storage-checks", false),
             ],
             main: Some(vec!["/usr/local/bin/nrpe-entrypoint".into()]),
-            no_new_privs: !manifest_escalation("daemonset-nrpe.yaml"),
         },
     );
     progress(&format!(
@@ -1041,52 +948,25 @@ fn nrpe_image_answers_check_nrpe() {
             .run()
     };
 
-    // The network-facing daemon holds no capability: nrpe (the container's pid 1 after the
-    // entrypoint's execs) runs as nagios with every set empty, and so does the shell it runs
-    // each command with. The checks get theirs from their files (the CRITICAL below needs them).
-    let (nagios_uid, nagios_gid) = passwd_ids(&base);
-    let status =
-        |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |st: &str, key: &str| -> String {
-        st.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}:")))
-            .unwrap_or_else(|| panic!("no {key} in {st}"))
-            .trim()
-            .to_string()
-    };
-    let st = status(c.init);
-    assert_eq!(field(&st, "Name"), "nrpe", "{st}");
-    let uid = nagios_uid.to_string();
-    assert!(
-        field(&st, "Uid").split_whitespace().all(|u| u == uid),
-        "nrpe is not nagios (real, effective, saved, fs): {st}"
-    );
-    for key in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
-        assert_eq!(
-            u64::from_str_radix(&field(&st, key), 16).unwrap(),
-            0,
-            "nrpe holds capabilities ({key}):\n{st}"
-        );
-    }
-    assert_eq!(field(&st, "NoNewPrivs"), "0", "{st}");
+    // The checks run as nagios with exactly the three capabilities, ambient.
     let who = nrpe("emu_whoami");
-    assert!(who.stdout.starts_with("nagios node= "), "{who:?}");
-    for key in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
-        assert!(
-            who.stdout.contains(&format!("{key}: 0000000000000000")),
-            "a command of nrpe holds capabilities ({key}): {who:?}"
-        );
-    }
-    // The entrypoint handed the run directory to nagios.
-    {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(run.path()).unwrap();
-        assert_eq!(
-            (m.uid(), m.gid(), m.mode() & 0o7777),
-            (nagios_uid, nagios_gid, 0o750),
-            "/run/k8s-storage-checks in the pod"
-        );
-    }
+    assert!(who.stdout.starts_with("nagios node= CapEff:"), "{who:?}");
+    let eff = who.stdout.split_whitespace().last().unwrap().to_string();
+    let want = Cmd::new("capsh").arg(format!("--decode={eff}")).run();
+    let mut got: Vec<&str> = want
+        .stdout
+        .trim()
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .split(',')
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        ["cap_dac_read_search", "cap_sys_ptrace", "cap_syslog"],
+        "{who:?}"
+    );
 
     let dev = host_pv(
         &host,
