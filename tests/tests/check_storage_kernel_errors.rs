@@ -134,9 +134,15 @@ fn record_file_state_by_sequence_and_boot_id() {
     let f = dir.path().join("kmsg.txt");
     let st = dir.path().join("state");
     let mi = dir.path().join("mountinfo");
+    // A kubelet root that exists (a given --kubelet-root must), named by the mount table.
+    let kroot = dir.path().join("kubelet");
+    std::fs::create_dir(&kroot).unwrap();
     std::fs::write(
         &mi,
-        "30 1 8:32 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-746b2837/mount rw,relatime - ext4 /dev/sdc rw\n",
+        format!(
+            "30 1 8:32 / {}/pods/u1/volumes/kubernetes.io~csi/pvc-746b2837/mount rw,relatime - ext4 /dev/sdc rw\n",
+            kroot.display()
+        ),
     )
     .unwrap();
     // The incident's sequence (iSCSI recovery timeout → SCSI offline → ext4 abort), plus noise and
@@ -171,12 +177,9 @@ fn record_file_state_by_sequence_and_boot_id() {
             .arg(&f)
             .arg("--mountinfo")
             .arg(&mi)
-            .args([
-                "--sys",
-                "/nonexistent-sys",
-                "--kubelet-root",
-                "/var/lib/kubelet",
-            ])
+            .args(["--sys", "/nonexistent-sys"])
+            .arg("--kubelet-root")
+            .arg(&kroot)
             .args(["--window", "0", "-v"])
             .arg("--state-dir")
             .arg(&st)
