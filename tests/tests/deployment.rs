@@ -1580,6 +1580,16 @@ fn tree_listing(root: &Path) -> Vec<String> {
             "*/tmp/*",
             "-prune",
             "-o",
+            // apt's own caches and planner log: any `apt-get -s` (the apt module's check mode)
+            // writes them on a fresh root; they are not something the role installs.
+            "-path",
+            "*/var/cache/apt/*.bin",
+            "-prune",
+            "-o",
+            "-path",
+            "*/var/log/apt/eipp.log.xz",
+            "-prune",
+            "-o",
             "-printf",
             "%P %y %m %U:%G %s\n",
         ])

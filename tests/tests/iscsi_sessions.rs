@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 const NAME: &str = "ISCSI_SESSIONS";
 const BIN: &str = "check_iscsi_sessions";
-const KUBELET: &str = "/var/snap/microk8s/common/var/lib/kubelet";
+/// The kubelet root the fixtures' mount tables name. A given `--kubelet-root` must exist, so it is
+/// a directory every test makes (a path of its own, not the machine's real kubelet roots).
+const KUBELET: &str = "/tmp/k8s-storage-checks-e2e/var/snap/microk8s/common/var/lib/kubelet";
 const JIVA: &str = "iqn.2016-09.com.openebs.jiva:";
 const SEERR: &str = "pvc-746b2837-5f1c-4d7e-9a51-3c2b8e0f4a11";
 const RADARR: &str = "pvc-a634b9a3-0c8e-4b2f-8d6a-91e7f2c5b302";
@@ -29,6 +31,7 @@ impl Node {
         // Traversable by an unprivileged user (the unreadable-file test runs the check as nobody).
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let sys = Sysfs::new(dir.path());
+        std::fs::create_dir_all(KUBELET).unwrap();
         Node {
             dir,
             sys,
@@ -569,6 +572,12 @@ fn host_root_reads_sysfs_and_the_host_mount_table_through_it() {
     let mi = node.mountinfo();
     let host = node.dir.path();
     std::fs::create_dir_all(host.join("proc/1")).unwrap();
+    // The host's mount namespace is reached as <host-root>/proc/1/root.
+    std::fs::create_dir_all(
+        host.join("proc/1/root")
+            .join(KUBELET.trim_start_matches('/')),
+    )
+    .unwrap();
     std::fs::copy(&mi, host.join("proc/1/mountinfo")).unwrap();
     let out = Cmd::check(BIN)
         .args([
