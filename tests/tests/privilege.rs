@@ -342,7 +342,8 @@ fn user_paths_are_read_with_the_callers_privilege() {
     let out = as_nobody(&p, &[AGENT_GID])
         .arg("--state-dir")
         .arg(&sd)
-        .args(["--window", "0", "-t", "5", "-vv"])
+        // The machine's own kernel log may hold many findings: keep every note in view.
+        .args(["--window", "0", "-t", "5", "-vv", "--max-output", "262144"])
         .run();
     std::fs::write("/proc/sys/kernel/dmesg_restrict", restrict.trim()).unwrap();
     out.assert_protocol("STORAGE_KERNEL_ERRORS");
