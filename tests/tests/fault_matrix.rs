@@ -761,12 +761,11 @@ fn node_args(bin: &str, inp: &Inputs, replace: Option<(&str, &Path)>) -> Vec<OsS
 fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
     let kernel_aux = bin == "check_storage_kernel_errors" && opt != "--kmsg";
     match (bin, opt, f) {
+        // One validation of --kubelet-root for every check (node::KubeletRootArg).
+        (_, "--kubelet-root", "dirMissing") => (3, "no such directory on this node"),
         _ if kernel_aux => (0, "no storage errors"),
         (_, "--state-dir", _) => (1, "failing operations"),
         ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystems writable"),
-        ("check_ro_pvc_mounts", "--kubelet-root", "dirMissing") => {
-            (3, "no such directory on this node")
-        }
         ("check_ro_pvc_mounts", "--kubelet-root", "dirEmpty") => (0, "no PV mounts"),
         ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
         // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
@@ -1026,7 +1025,7 @@ fn hostile_names_clock_and_kmsg_permission() {
     let mi = write(
         dp,
         "evil-mountinfo",
-        format!("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n40 1 8:48 / {evil_dir} rw,relatime - ext4 /dev/sdd ro\n"),
+        format!("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n40 1 8:48 / {evil_dir} rw,relatime - ext4 /dev/sdd rw,emergency_ro\n"),
     );
     rows.push(
         row(
@@ -1120,8 +1119,9 @@ fn hostile_names_clock_and_kmsg_permission() {
             "--sys",
             "/nonexistent-sys",
             "--kubelet-root",
-            "/nonexistent",
         ])
+        // A kubelet root that exists (a given one must), with nothing in it.
+        .arg(s(&tree.root))
         .arg("--mountinfo")
         .arg(s(&mi))
         .expect(0, &["records read"]),
@@ -1456,8 +1456,13 @@ fn state_inputs(c: &StateCheck, dir: &Path) -> (Vec<OsString>, PathBuf) {
             s(&mi),
             "--sys".into(),
             "/nonexistent-sys".into(),
+            // A kubelet root that exists (a given one must), with nothing in it.
             "--kubelet-root".into(),
-            "/nonexistent".into(),
+            s(&{
+                let k = dir.join("kubelet-empty");
+                std::fs::create_dir_all(&k).unwrap();
+                k
+            }),
         ];
         (args, kmsg)
     }

@@ -932,15 +932,15 @@ fn ten_thousand_readonly_volumes_stay_under_the_series_cap_and_count_the_rest() 
     std::fs::create_dir_all(kubelet.join("pods")).unwrap();
     let sys = dir.path().join("sys");
     std::fs::create_dir_all(sys.join("fs/ext4")).unwrap();
-    // Every volume a filesystem of its own whose superblock the kernel made read-only under the
-    // pod's read-write mount (what errors=remount-ro leaves).
+    // Every volume a filesystem of its own that the kernel made read-only after an error under the
+    // pod's read-write mount (ext4's `emergency_ro`, 6.15+).
     let mut mi = String::from("1 0 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n");
     for v in 0..N {
         let mp = kubelet.join(format!(
             "pods/{v:08x}-0000-4000-8000-000000000000/volumes/kubernetes.io~csi/pvc-{v:08}/mount"
         ));
         mi.push_str(&format!(
-            "{} 1 {}:{} / {} rw,relatime shared:{} - ext4 /dev/sd{v} ro,relatime\n",
+            "{} 1 {}:{} / {} rw,relatime shared:{} - ext4 /dev/sd{v} rw,relatime,emergency_ro\n",
             v + 2,
             8 + v / 256,
             v % 256,
@@ -967,7 +967,7 @@ fn ten_thousand_readonly_volumes_stay_under_the_series_cap_and_count_the_rest() 
     assert_eq!(series.len(), 100, "the default cap");
     assert!(series
         .iter()
-        .all(|(l, v)| l["signal"] == "remounted_ro" && l["state"] == "critical" && *v == 2.0));
+        .all(|(l, v)| l["signal"] == "emergency_ro" && l["state"] == "critical" && *v == 2.0));
     let mut pvs: Vec<&str> = series.iter().map(|(l, _)| l["pv"].as_str()).collect();
     pvs.sort();
     pvs.dedup();

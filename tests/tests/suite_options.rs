@@ -76,7 +76,7 @@ fn negative_ranges_as_separate_arguments_parse_in_every_check() {
         for args in [
             &["-w", "-10:-2", "-c", "-10:-2"][..],
             &["-w", "@-10:-2"],
-            &["-c", "-5"],
+            &["-c", "-5:"],
             &["--warning", "-10:-2", "--critical", "~:-1"],
         ] {
             let out = Cmd::check(&c).arg("--print-spec").args(args).run();
@@ -186,11 +186,11 @@ fn ro_pvc_mounts_ranges_on_read_only_filesystems() {
     let mp = root.join("pods/7f3a/volumes/kubernetes.io~csi/pvc-ro/mount");
     std::fs::create_dir_all(&mp).unwrap();
     let mi = dir.path().join("mountinfo");
-    // The filesystem itself read-only (super options), its mount rw: ext4 after errors=remount-ro.
+    // The filesystem itself read-only after an error, its mount rw: ext4's `emergency_ro` (6.15+).
     std::fs::write(
         &mi,
         format!(
-            "40 29 8:32 / {} rw,relatime - ext4 /dev/sdc ro,relatime\n",
+            "40 29 8:32 / {} rw,relatime - ext4 /dev/sdc rw,relatime,emergency_ro\n",
             mp.display()
         ),
     )

@@ -271,30 +271,59 @@ pub fn selected(m: &CsiMount, id: &Identity, include: &[Regex], exclude: &[Regex
 // ---- gather --------------------------------------------------------------------------------
 
 fn read_input(path: &Path, what: &str) -> Result<String, Unknown> {
-    // The same cap as every JSON input (kube::JSON_FILE_MAX): read one byte past it at most.
-    let max = kube::JSON_FILE_MAX;
-    let mut buf = Vec::new();
     let shown = if path == Path::new("-") {
-        std::io::stdin()
-            .lock()
-            .take(max + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("{what} -: cannot read stdin: {}", node::errtext(&e)))?;
         "-".to_string()
     } else {
-        // A path the caller named: opened with the caller's privilege.
-        node::privilege::open(path)
-            .and_then(|f| f.take(max + 1).read_to_end(&mut buf))
-            .map_err(|e| format!("{what} {}: {}", path.display(), node::errtext(&e)))?;
         path.display().to_string()
     };
-    if buf.len() as u64 > max {
-        return Err(Unknown(format!(
+    let res = if path == Path::new("-") {
+        read_json_bytes(&mut std::io::stdin().lock())
+    } else {
+        // A path the caller named: opened with the caller's privilege.
+        node::privilege::open(path).and_then(|mut f| read_json_bytes(&mut f))
+    };
+    match res {
+        Ok(Some(buf)) => Ok(String::from_utf8_lossy(&buf).into_owned()),
+        Ok(None) => Err(Unknown(format!(
+            "{what} {shown} is not JSON (it does not start with '{{' or '['): give the output of `kubectl get … -o json`"
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(Unknown(format!(
             "{what} {shown} is larger than {} (the cap of a JSON input): not read",
-            plugin::fmt_bytes(max)
-        )));
+            plugin::fmt_bytes(kube::JSON_FILE_MAX)
+        ))),
+        Err(e) => Err(Unknown(format!("{what} {shown}: {}", node::errtext(&e)))),
     }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A JSON document read whole, up to the cap of a JSON input (`kube::JSON_FILE_MAX`), in chunks:
+/// input whose first non-blank byte cannot start a JSON document (`/dev/zero`, a binary file) is
+/// refused at once (`Ok(None)`) instead of being read to the cap; past the cap, `FileTooLarge`.
+fn read_json_bytes(r: &mut dyn Read) -> std::io::Result<Option<Vec<u8>>> {
+    let max = kube::JSON_FILE_MAX as usize;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut started = false;
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if !started {
+            if let Some(&b) = chunk[..n].iter().find(|b| !b.is_ascii_whitespace()) {
+                if b != b'{' && b != b'[' {
+                    return Ok(None);
+                }
+                started = true;
+            }
+        }
+        if buf.len() + n > max {
+            return Err(std::io::Error::from(std::io::ErrorKind::FileTooLarge));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(Some(buf))
 }
 
 fn privilege_error(host: &node::Host, path: &Path, e: &std::io::Error) -> Unknown {

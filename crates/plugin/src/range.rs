@@ -44,7 +44,13 @@ impl Range {
 
     /// Parse a range whose ends are durations (`5m`, `10m:`, `@1h:2h`); values are seconds.
     pub fn parse_duration(s: &str) -> Result<Range, ParseError> {
-        Self::parse_with(s, |v| parse_duration(v).ok().map(|d| d.as_secs_f64()))
+        // A negative bound (`-10:-2`, the form monitoring-plugins' own tests use) is a negative
+        // number of seconds: no age is below it, so such a range always alerts, as it would on
+        // a plain number.
+        Self::parse_with(s, |v| match v.strip_prefix('-') {
+            Some(r) => parse_duration(r).ok().map(|d| -d.as_secs_f64()),
+            None => parse_duration(v).ok().map(|d| d.as_secs_f64()),
+        })
     }
 
     fn parse_with(s: &str, num: impl Fn(&str) -> Option<f64>) -> Result<Range, ParseError> {

@@ -618,7 +618,11 @@ fn replay(bin_dir: &Path, real: bool) -> i32 {
     });
     // ── k8s03's iSCSI sessions after the jiva-ctrl pods moved: sysfs as the kernel lays it out.
     let isys = Sysfs::new(&base.join("k8s03"));
-    let k8s03_kubelet = "/var/snap/microk8s/common/var/lib/kubelet";
+    // k8s03's kubelet root inside the sandbox (a given --kubelet-root must exist).
+    let k8s03_kubelet_dir = base.join("k8s03").join(KUBELET_REL);
+    std::fs::create_dir_all(&k8s03_kubelet_dir).expect("create k8s03's kubelet root");
+    let k8s03_kubelet_s = k8s03_kubelet_dir.to_string_lossy().into_owned();
+    let k8s03_kubelet = k8s03_kubelet_s.as_str();
     isys.add(
         &Session::new(3, &format!("{JIVA_IQN}{SEERR_PV}"))
             .portal("10.152.183.41", 3260)
