@@ -46,7 +46,7 @@ fn every_option_of_every_check_is_in_the_readme() {
         assert!(readme.contains(&c), "README does not mention {c}");
         let help = run(&c, ["--help"]).stdout;
         for word in help.split_whitespace() {
-            let opt = word.trim_end_matches([',', '.', ')', ';', ':']);
+            let opt = word.trim_end_matches([',', '.', ')', ']', ';', ':']);
             let opt = opt.split(['=', '[', '<']).next().unwrap();
             if opt.starts_with("--") && opt.len() > 2 {
                 assert!(readme.contains(opt), "README does not document {c} {opt}");
