@@ -995,5 +995,5 @@ fn ten_thousand_readonly_volumes_stay_under_the_series_cap_and_count_the_rest() 
     );
     // And the JSON answer keeps every finding (it is not a time series).
     let (_, v) = json_run(run(&[]));
-    assert_eq!(with_signal(&v, "remounted_ro").len(), N as usize);
+    assert_eq!(with_signal(&v, "emergency_ro").len(), N as usize);
 }
