@@ -99,6 +99,9 @@ fn check(args: &[&str]) -> Output {
 
 #[test]
 fn pods_json_wedged_grace_and_finalizers() {
+    // The fixtures are dated against the clock: build the binaries first, so a slow build
+    // does not move "41m ago" to "41m1s ago".
+    let _ = e2e::bin_dir();
     let dir = tempfile::tempdir().unwrap();
     let f = write_json(dir.path(), "pods.json", &kubectl_list(pods()));
     let out = check(&["--pods-json", &f, "--node", NODE]);
@@ -169,6 +172,9 @@ fn pods_json_wedged_grace_and_finalizers() {
 
 #[test]
 fn api_shows_the_failed_unmount_and_the_umount_hint() {
+    // The fixtures are dated against the clock: build the binaries first, so a slow build
+    // does not move "41m ago" to "41m1s ago".
+    let _ = e2e::bin_dir();
     let s = ApiServer::start();
     s.set("pods", pods());
     s.set(
