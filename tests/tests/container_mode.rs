@@ -781,44 +781,6 @@ fn plain_image_sees_the_host_through_host_root() {
     drop(host);
 }
 
-/// The Debian base of the NRPE variant, debootstrapped once and cached under target/.
-fn debian_base() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| e2e::workspace_root().join("target"));
-    let dir = target.join("container-emu/debian-bookworm-nrpe");
-    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
-    let stamp_file = dir.join(".k8s-storage-checks-base");
-    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
-        return dir;
-    }
-    let tmp = dir.with_extension("tmp");
-    let _ = std::fs::remove_dir_all(&tmp);
-    let _ = std::fs::remove_dir_all(&dir);
-    let mirror = std::env::var("E2E_DEBIAN_MIRROR")
-        .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
-    progress(&format!(
-        "debootstrapping Debian bookworm + nagios-nrpe-server into {} (a few minutes, once)",
-        dir.display()
-    ));
-    let st = Command::new("debootstrap")
-        .args([
-            "--variant=minbase",
-            "--include=nagios-nrpe-server,systemd",
-            "bookworm",
-        ])
-        .arg(&tmp)
-        .arg(&mirror)
-        .stdin(Stdio::null())
-        .status()
-        .expect("run debootstrap");
-    assert!(st.success(), "debootstrap failed (mirror {mirror})");
-    std::fs::rename(&tmp, &dir).unwrap();
-    std::fs::write(&stamp_file, stamp).unwrap();
-    progress("debootstrap done");
-    dir
-}
-
 #[test]
 fn nrpe_image_answers_check_nrpe() {
     let t = "nrpe_image_answers_check_nrpe";
@@ -836,7 +798,7 @@ fn nrpe_image_answers_check_nrpe() {
     ) {
         return;
     }
-    let base = debian_base();
+    let base = e2e::debian_nrpe_base();
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
