@@ -208,7 +208,7 @@ impl PosixTz {
         })
     }
 
-    fn offset_at(&self, t: i64) -> i64 {
+    pub fn offset_at(&self, t: i64) -> i64 {
         let Some((dst, start, end)) = self.dst else {
             return self.std;
         };
