@@ -442,7 +442,7 @@ pub fn sha256_hex(s: &str) -> String {
         .to_string()
 }
 
-/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd), debootstrapped once and
+/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd + sudo), debootstrapped once and
 /// cached under `<target>/container-emu/` (`E2E_DEBIAN_MIRROR` overrides the mirror). Shared by
 /// the container-mode test (the NRPE image's base) and the package test (a fresh machine to
 /// install the .deb on, through an overlay: the cache itself is never changed).
@@ -451,7 +451,7 @@ pub fn debian_nrpe_base() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|_| workspace_root().join("target"));
     let dir = target.join("container-emu/debian-bookworm-nrpe");
-    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
+    let stamp = "bookworm minbase nagios-nrpe-server,systemd,sudo";
     let stamp_file = dir.join(".k8s-storage-checks-base");
     if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
         return dir;
@@ -468,7 +468,7 @@ pub fn debian_nrpe_base() -> PathBuf {
     let st = Command::new("debootstrap")
         .args([
             "--variant=minbase",
-            "--include=nagios-nrpe-server,systemd",
+            "--include=nagios-nrpe-server,systemd,sudo",
             "bookworm",
         ])
         .arg(&tmp)
