@@ -454,6 +454,7 @@ fn plain_image_sees_the_host_through_host_root() {
     if !tools(t, &["capsh", "nsenter", "unshare", "mkfs.ext4", "bindfs"]) {
         return;
     }
+    let _machine = e2e::exclusive();
     let work = tempfile::tempdir().unwrap();
     let textfile = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -798,6 +799,7 @@ fn nrpe_image_answers_check_nrpe() {
     ) {
         return;
     }
+    let _machine = e2e::exclusive();
     let base = e2e::debian_nrpe_base();
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
