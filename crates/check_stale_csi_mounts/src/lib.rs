@@ -83,10 +83,12 @@ pub struct Opts {
     #[command(flatten)]
     pub api: kube::ApiArgs,
 
-    /// `--node` and `--host-root` (container mode: the mount table and mount points are read
-    /// through it).
     #[command(flatten)]
     pub node: kube::NodeArg,
+
+    /// `--host-root` (container mode: the mount table and mount points are read through it).
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     #[command(flatten)]
     pub pods: kube::PodsJsonArg,
@@ -431,7 +433,7 @@ fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
 
 /// All I/O: mount table, vol_data.json files, cluster view, probes. Bounded by the deadline.
 pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
-    let host = opts.node.host.host();
+    let host = opts.host.host();
 
     ctx.stage("looking for the kubelet root");
     // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
@@ -567,7 +569,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         ));
         let memory = node::probe::memory_for(
             opts.run_dir.run_dir.as_deref(),
-            opts.node.host.host_root.as_deref(),
+            opts.host.host_root.as_deref(),
         );
         let (outcomes, n) = node::privilege::elevated_if(own, || {
             node::probe::probe_remembered(

@@ -25,9 +25,6 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// At most this many event lookups per run (one request each); the rest are skipped with a note.
-pub const MAX_EVENT_LOOKUPS: usize = 20;
-
 /// Grace period when a pod says none (the API's default).
 pub const DEFAULT_GRACE: i64 = 30;
 
@@ -64,6 +61,11 @@ pub struct Opts {
 
     #[command(flatten)]
     pub node: NodeArg,
+
+    /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
+    /// /etc/hostname, and the mount table is the host's.
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     /// Look at pods on every node instead of this one
     #[arg(long, conflicts_with = "node")]
@@ -168,8 +170,22 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
     })
 }
 
-fn thresholds(o: &Opts) -> Thresholds {
-    Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()))
+/// What decides, from the options: how long past its grace period a pod may stay.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub warning: Range,
+    pub critical: Range,
+}
+
+impl Policy {
+    fn thresholds(&self) -> Thresholds {
+        Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()))
+    }
+
+    /// The state of a terminating pod at `now` (OK: inside its grace period and the thresholds).
+    pub fn judge(&self, t: &Terminating, now: Time) -> Status {
+        self.thresholds().evaluate(t.overdue(now) as f64)
+    }
 }
 
 fn age(s: i64) -> String {
@@ -204,20 +220,16 @@ pub fn is_teardown_failure(e: &kube::Event) -> bool {
 
 /// The latest teardown failure among `events`.
 pub fn latest_teardown(events: &[kube::Event]) -> Option<Teardown> {
-    events
-        .iter()
-        .filter(|e| is_teardown_failure(e))
-        .max_by_key(|e| e.last_seen())
-        .map(|e| Teardown {
-            reason: e.reason.clone(),
-            message: e.message.clone(),
-            when: e.last_seen(),
-        })
+    kube::events::latest(events, is_teardown_failure).map(|e| Teardown {
+        reason: e.reason.clone(),
+        message: e.message.clone(),
+        when: e.last_seen(),
+    })
 }
 
 /// Decide. Pure: `now` is Unix seconds.
-pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
-    let th = thresholds(o);
+pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
+    let th = policy.thresholds();
     let mut wedged: Vec<(Status, &Terminating)> = Vec::new();
     for t in &d.terminating {
         match th.evaluate(t.overdue(now) as f64) {
@@ -238,7 +250,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if n_term > 0 {
             s.push_str(&format!(
                 ", {n_term} terminating {} past their grace period",
-                plugin::args::duration_range_quiet(&o.warning)
+                plugin::args::duration_range_quiet(&policy.warning)
             ));
         }
         s.push(')');
@@ -352,13 +364,20 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
 }
 
 impl Opts {
+    pub fn policy(&self) -> Policy {
+        Policy {
+            warning: self.warning.clone(),
+            critical: self.critical.clone(),
+        }
+    }
+
     fn filter(&self) -> Result<PodFilter, Unknown> {
         Ok(PodFilter {
             namespaces: self.namespace.clone(),
             node: if self.all_nodes {
                 None
             } else {
-                Some(self.node.name()?)
+                Some(self.node.name_or(|| self.host.host().hostname())?)
             },
             labels: None,
         })
@@ -385,24 +404,25 @@ impl Opts {
         )?;
         d.scope = scan.filter.describe();
         d.notes.extend(scan.note);
-        let client = scan.client;
         if !self.no_events {
-            let th = thresholds(self);
+            let policy = self.policy();
             let wedged: Vec<(String, String)> = d
                 .terminating
                 .iter()
-                .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok)
+                .filter(|t| policy.judge(t, now) != Status::Ok)
                 .map(|t| (t.namespace.clone(), t.name.clone()))
                 .collect();
-            match &client {
-                Some(c) => lookup_events(c, &wedged, &mut d, ctx),
-                None if !wedged.is_empty() => d
-                    .notes
-                    .push("events not looked up (pods read from --pods-json)".into()),
-                None => {}
-            }
+            let ev = kube::events::latest_per_pod(
+                scan.client.as_ref(),
+                &wedged,
+                "wedged",
+                ctx,
+                latest_teardown,
+            );
+            d.events = ev.found;
+            d.notes.extend(ev.notes);
         }
-        if let Some(c) = &client {
+        if let Some(c) = &scan.client {
             for line in c.requests() {
                 ctx.debug(line);
             }
@@ -415,17 +435,17 @@ impl Opts {
     /// not with --all-nodes, nor with --node naming another node). A mount table that cannot be
     /// read leaves a note.
     fn gather_mounts(&self, ctx: &Ctx, now: Time, d: &mut Data) {
-        let th = thresholds(self);
+        let policy = self.policy();
         let uids: std::collections::BTreeSet<&str> = d
             .terminating
             .iter()
-            .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok && !t.uid.is_empty())
+            .filter(|t| policy.judge(t, now) != Status::Ok && !t.uid.is_empty())
             .map(|t| t.uid.as_str())
             .collect();
         if uids.is_empty() || self.all_nodes {
             return;
         }
-        let host = self.node.host.host();
+        let host = self.host.host();
         if let Some(n) = &self.node.node {
             if host
                 .hostname()
@@ -499,31 +519,6 @@ pub fn pod_mounts(
     out
 }
 
-/// The latest teardown failure of each wedged pod (at most [`MAX_EVENT_LOOKUPS`] requests). A
-/// failure leaves the verdict alone and says why in a note.
-fn lookup_events(client: &kube::Client, wedged: &[(String, String)], d: &mut Data, ctx: &Ctx) {
-    for (i, (ns, name)) in wedged.iter().enumerate() {
-        if i >= MAX_EVENT_LOOKUPS {
-            d.notes.push(format!(
-                "events looked up for the first {MAX_EVENT_LOOKUPS} wedged pods only"
-            ));
-            break;
-        }
-        ctx.stage(format!("reading events of {ns}/{name}"));
-        match client.events_for(ns, "Pod", name) {
-            Ok(ev) => {
-                if let Some(e) = latest_teardown(&ev) {
-                    d.events.insert(format!("{ns}/{name}"), e);
-                }
-            }
-            Err(e) => {
-                d.notes.push(format!("events not read: {e}"));
-                break;
-            }
-        }
-    }
-}
-
 impl Check for Opts {
     const NAME: &'static str = "STUCK_TERMINATING";
     const BINARY: &'static str = "check_stuck_terminating";
@@ -536,7 +531,7 @@ impl Check for Opts {
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
         let d = self.gather(ctx, now)?;
-        Ok(evaluate(&d, self, now))
+        Ok(evaluate(&d, &self.policy(), now))
     }
 }
 

@@ -7,7 +7,9 @@
 //! - [`types`]: compact typed subsets of Pod, PersistentVolume, VolumeAttachment, Event;
 //! - [`args`]: the shared options (`--kubeconfig`, `--context`, `--node`, `--pods-json`, `--pvs-json`);
 //! - [`load_pods_json`]/[`load_pvs_json`]: the same objects from `kubectl get … -o json` files;
-//! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks.
+//! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks;
+//! - [`events`]: the latest telling event of each pod a check alerts on;
+//! - [`time`]: API timestamps (on `plugin::time`, the suite's one calendar).
 //!
 //! Typical use in a check's `gather`:
 //! ```ignore
@@ -22,6 +24,7 @@
 pub mod args;
 pub mod client;
 pub mod config;
+pub mod events;
 pub mod list;
 pub mod names;
 pub mod nodes;
@@ -227,14 +230,21 @@ pub fn read_json_list<T: DeserializeOwned>(
         stream(&mut std::io::stdin().lock(), f)
     } else {
         // A path the caller named: opened with the caller's privilege.
-        let file = node::privilege::open(path)
-            .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
+        let file = plugin::privilege::open(path).map_err(|e| {
+            Unknown(format!(
+                "cannot read {what} {shown}: {}",
+                plugin::errtext(&e)
+            ))
+        })?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
             Ok(Some(len)) if len > JSON_FILE_MAX => return Err(over()),
             Ok(Some(len)) => {
-                let doc = node::mapped::map(&file, len).map_err(|e| {
-                    Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e)))
+                let doc = plugin::mapped::map(&file, len).map_err(|e| {
+                    Unknown(format!(
+                        "cannot read {what} {shown}: {}",
+                        plugin::errtext(&e)
+                    ))
                 })?;
                 (list::read_list_slice(&doc, f), false)
             }
