@@ -65,7 +65,7 @@ pub fn latest_per_pod<T>(
 }
 
 /// The newest event among `events` that `keep` accepts (by [`Event::last_seen`]).
-pub fn latest<'a>(events: &'a [Event], keep: impl Fn(&Event) -> bool) -> Option<&'a Event> {
+pub fn latest(events: &[Event], keep: impl Fn(&Event) -> bool) -> Option<&Event> {
     events
         .iter()
         .filter(|e| keep(e))

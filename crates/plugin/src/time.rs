@@ -203,6 +203,6 @@ mod tests {
             assert_eq!(parse_rfc3339_secs(&format_rfc3339(t)), Some(t));
         }
         assert_eq!(format_rfc3339(1783851630), "2026-07-12T10:20:30Z");
-        assert_eq!(fmt_utc(1783851630_123), "2026-07-12 10:20:30Z");
+        assert_eq!(fmt_utc(1_783_851_630_123), "2026-07-12 10:20:30Z");
     }
 }
