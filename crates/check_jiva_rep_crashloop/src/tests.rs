@@ -1,9 +1,9 @@
 //! evaluate and the replica recognition on in-memory pods: every rule has a test.
 
 use super::*;
+use kube::time::{format_rfc3339, parse_rfc3339};
 use kube::{Pod, Time};
 use plugin::Status;
-use kube::time::{format_rfc3339, parse_rfc3339};
 
 const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
 

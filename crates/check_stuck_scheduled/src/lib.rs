@@ -13,7 +13,7 @@
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
 
 use clap::Parser;
-use kube::{ApiArgs, NodeArg, Pod, PodFilter, PodsJsonArg, Time};
+use kube::{Pod, PodScopeArgs, Time};
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
     Unknown, Uom,
@@ -50,30 +50,16 @@ pub struct Opts {
     pub critical: Range,
 
     #[command(flatten)]
-    pub node: NodeArg,
+    pub scope: PodScopeArgs,
 
     /// `--host-root`: in a container the default node name is $NODE_NAME or the host's
     /// /etc/hostname, not the pod's.
     #[command(flatten)]
     pub host: node::HostRootArg,
 
-    /// Look at pods on every node instead of this one
-    #[arg(long, conflicts_with = "node")]
-    pub all_nodes: bool,
-
-    /// Only pods in this namespace (repeatable; default: all namespaces)
-    #[arg(long, value_name = "NS")]
-    pub namespace: Vec<String>,
-
     /// Do not look up FailedMount/FailedAttachVolume events for stuck pods
     #[arg(long)]
     pub no_events: bool,
-
-    #[command(flatten)]
-    pub api: ApiArgs,
-
-    #[command(flatten)]
-    pub pods: PodsJsonArg,
 }
 
 /// Which rule found a pod stuck.
@@ -291,21 +277,8 @@ impl Opts {
         }
     }
 
-    fn filter(&self) -> Result<PodFilter, Unknown> {
-        Ok(PodFilter {
-            namespaces: self.namespace.clone(),
-            node: if self.all_nodes {
-                None
-            } else {
-                Some(self.node.name_or(|| self.host.host().hostname())?)
-            },
-            labels: None,
-        })
-    }
-
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let filter = self.filter()?;
         let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
@@ -314,14 +287,9 @@ impl Opts {
             }
         };
         // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = kube::nodes::scan_node_pods(
-            self.pods.pods_json.as_deref(),
-            &self.api,
-            filter,
-            !self.all_nodes && self.node.guessed(),
-            ctx,
-            &mut take,
-        )?;
+        let scan = self
+            .scope
+            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
         d.scope = scan.filter.describe();
         d.notes.extend(scan.note);
         if !self.no_events {
@@ -362,7 +330,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.pods.reads_stdin()
+        self.scope.pods.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

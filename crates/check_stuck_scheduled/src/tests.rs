@@ -208,6 +208,6 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--all-nodes", "--node", "a"]).is_err());
     assert!(Opts::try_parse_from(["x", "-w", "abc"]).is_err());
     let o = opts(&["--namespace", "a", "--namespace", "b", "--node", "k8s03"]);
-    let f = o.filter().unwrap();
+    let f = o.scope.filter(|| None).unwrap();
     assert_eq!(f.describe(), "on node k8s03 in namespaces a, b");
 }

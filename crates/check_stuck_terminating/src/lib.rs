@@ -15,7 +15,7 @@
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
 
 use clap::Parser;
-use kube::{ApiArgs, NodeArg, Pod, PodFilter, PodsJsonArg, Time};
+use kube::{Pod, PodScopeArgs, Time};
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
     Unknown, Uom,
@@ -60,30 +60,16 @@ pub struct Opts {
     pub critical: Range,
 
     #[command(flatten)]
-    pub node: NodeArg,
+    pub scope: PodScopeArgs,
 
     /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
     /// /etc/hostname, and the mount table is the host's.
     #[command(flatten)]
     pub host: node::HostRootArg,
 
-    /// Look at pods on every node instead of this one
-    #[arg(long, conflicts_with = "node")]
-    pub all_nodes: bool,
-
-    /// Only pods in this namespace (repeatable; default: all namespaces)
-    #[arg(long, value_name = "NS")]
-    pub namespace: Vec<String>,
-
     /// Do not look up FailedKillPod/FailedUnmount events for wedged pods
     #[arg(long)]
     pub no_events: bool,
-
-    #[command(flatten)]
-    pub api: ApiArgs,
-
-    #[command(flatten)]
-    pub pods: PodsJsonArg,
 
     /// Where a wedged pod's volume mounts are looked up on this node
     #[command(flatten)]
@@ -371,21 +357,8 @@ impl Opts {
         }
     }
 
-    fn filter(&self) -> Result<PodFilter, Unknown> {
-        Ok(PodFilter {
-            namespaces: self.namespace.clone(),
-            node: if self.all_nodes {
-                None
-            } else {
-                Some(self.node.name_or(|| self.host.host().hostname())?)
-            },
-            labels: None,
-        })
-    }
-
     /// All I/O: pods (API or file) and, for wedged pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let filter = self.filter()?;
         let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
@@ -394,14 +367,9 @@ impl Opts {
             }
         };
         // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = kube::nodes::scan_node_pods(
-            self.pods.pods_json.as_deref(),
-            &self.api,
-            filter,
-            !self.all_nodes && self.node.guessed(),
-            ctx,
-            &mut take,
-        )?;
+        let scan = self
+            .scope
+            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
         d.scope = scan.filter.describe();
         d.notes.extend(scan.note);
         if !self.no_events {
@@ -442,11 +410,11 @@ impl Opts {
             .filter(|t| policy.judge(t, now) != Status::Ok && !t.uid.is_empty())
             .map(|t| t.uid.as_str())
             .collect();
-        if uids.is_empty() || self.all_nodes {
+        if uids.is_empty() || self.scope.all_nodes {
             return;
         }
         let host = self.host.host();
-        if let Some(n) = &self.node.node {
+        if let Some(n) = &self.scope.node.node {
             if host
                 .hostname()
                 .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
@@ -526,7 +494,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.pods.reads_stdin()
+        self.scope.pods.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

@@ -202,7 +202,7 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--critical-after", "abc"]).is_err());
     let o = opts(&["--namespace", "media", "--node", "k8s03"]);
     assert_eq!(
-        o.filter().unwrap().describe(),
+        o.scope.filter(|| None).unwrap().describe(),
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);

@@ -86,3 +86,63 @@ impl PvsJsonArg {
         self.pvs_json.as_deref() == Some(std::path::Path::new("-"))
     }
 }
+
+/// The pods of a node-scoped pod check (the stuck-pod checks): `--node` (default: the host's name),
+/// `--all-nodes`, `--namespace`, the API options and `--pods-json`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PodScopeArgs {
+    #[command(flatten)]
+    pub node: NodeArg,
+
+    /// Look at pods on every node instead of this one
+    #[arg(long, conflicts_with = "node")]
+    pub all_nodes: bool,
+
+    /// Only pods in this namespace (repeatable; default: all namespaces)
+    #[arg(long, value_name = "NS")]
+    pub namespace: Vec<String>,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
+
+    #[command(flatten)]
+    pub pods: PodsJsonArg,
+}
+
+impl PodScopeArgs {
+    /// The pods wanted: of the namespaces given, on this node (`--node`, else `host_name()`)
+    /// unless `--all-nodes`.
+    pub fn filter(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+    ) -> Result<crate::PodFilter, plugin::Unknown> {
+        Ok(crate::PodFilter {
+            namespaces: self.namespace.clone(),
+            node: if self.all_nodes {
+                None
+            } else {
+                Some(self.node.name_or(host_name)?)
+            },
+            labels: None,
+        })
+    }
+
+    /// Read the pods (`--pods-json` or the API), each kept one to `f`, never an empty success on
+    /// a node name that is no node ([`crate::nodes::scan_node_pods`]).
+    pub fn scan(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+        ctx: &plugin::Ctx,
+        f: impl FnMut(crate::Pod),
+    ) -> Result<crate::nodes::NodeScan, plugin::Unknown> {
+        let filter = self.filter(host_name)?;
+        crate::nodes::scan_node_pods(
+            self.pods.pods_json.as_deref(),
+            &self.api,
+            filter,
+            !self.all_nodes && self.node.guessed(),
+            ctx,
+            f,
+        )
+    }
+}

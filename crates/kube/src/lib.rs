@@ -34,7 +34,7 @@ pub mod selector;
 pub mod time;
 pub mod types;
 
-pub use args::{ApiArgs, NodeArg, PodsJsonArg, PvsJsonArg};
+pub use args::{ApiArgs, NodeArg, PodScopeArgs, PodsJsonArg, PvsJsonArg};
 pub use client::{ApiError, Client, ListParams, Resource};
 pub use config::{Auth, Config, Lookup, Source};
 pub use names::{Names, NamesArgs, Wanted};
