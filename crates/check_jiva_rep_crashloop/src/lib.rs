@@ -1,14 +1,10 @@
 //! check_jiva_rep_crashloop — crash-looping OpenEBS Jiva replicas and volumes running on fewer
 //! replicas than they should.
 //!
-//! The incident (pvek8s storage cascade, Chain 4): a Jiva replica crash-looped 92 times over 14
-//! days with no escalation; the volume kept serving from 2/3 replicas, and the existing health
-//! check did not match the replica's name (`<pv>-jiva-rep-N` StatefulSet pods, not the legacy
-//! `<pv>-rep-…` Deployment pods). This check finds replicas by label *and* by either naming
-//! scheme, and judges every volume by how many of its replicas are healthy.
-//!
-//! [`Opts::gather`] (pods, recognised as replicas or controllers) → [`evaluate`] (pure, on
-//! [`Data`] and a [`Policy`]).
+//! A crash-looping replica leaves its volume on fewer copies without any alert (the incidents:
+//! README's table): replicas are found by label *and* by either naming scheme (CSI
+//! `<pv>-jiva-rep-N` StatefulSet pods, legacy `<pv>-rep-…` Deployment pods), and every volume is
+//! judged by how many of its replicas are healthy.
 
 mod evaluate;
 mod gather;

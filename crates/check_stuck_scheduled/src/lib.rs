@@ -1,8 +1,5 @@
-//! check_stuck_scheduled — pods scheduled to a node that never got a single container running.
-//!
-//! The incident (stale-csi-mount-workspace-pending): a stale CSI device mount wedged the kubelet's
-//! volume queue on worker-04; every pod scheduled there sat `Pending` with `PodScheduled=True` and
-//! no container status for 7–17 days, unnoticed. This is that incident's proposed "FN3b" detector.
+//! check_stuck_scheduled: pods scheduled to a node that never got a single container running,
+//! the visible sign of a kubelet whose volume work is wedged (the incidents: README's table).
 //!
 //! A pod is stuck when it is `Pending`, `PodScheduled=True`, and either
 //! - **no-status**: it has no container and no init-container status at all (the kubelet never

@@ -1,9 +1,5 @@
-//! check_stuck_terminating — pods wedged in Terminating.
-//!
-//! The incident (pvek8s storage cascade, chain 3): seerr's pod was deleted at 20:32, jiva-csi's
-//! NodeUnpublish failed once on `chmod …/mount: read-only file system`, never retried, and the pod
-//! sat in Terminating for ~40 minutes with nothing saying it would never heal. The runbook's fix
-//! was a single `umount` of the pod's volume mount path on the node.
+//! check_stuck_terminating: pods wedged in Terminating, where a failed volume teardown that is
+//! never retried shows (the incidents: README's table).
 //!
 //! A pod is terminating when it has a `deletionTimestamp`. The API sets that to the time of the
 //! delete request *plus* the grace period (`deletionGracePeriodSeconds`): it is the moment the

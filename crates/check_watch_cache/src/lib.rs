@@ -1,9 +1,5 @@
-//! check_watch_cache — an API server whose watch cache stopped following writes.
-//!
-//! The incident (pvek8s-storage-cascade, chain 1): under a write burst the kine feed between
-//! dqlite and one node's kube-apiserver broke; its watch cache froze. Writes kept succeeding, but
-//! every read served from the cache (`resourceVersion=0`, what reflectors and most controllers
-//! use) returned stale objects. Twice it took humans over five hours to notice.
+//! check_watch_cache: an API server whose watch cache stopped following writes serves stale
+//! objects to every cached read while writes still succeed (the incidents: README's table).
 //!
 //! The check writes a canary — a fresh nonce in an annotation of one ConfigMap (merge-patch; with
 //! `--create` the ConfigMap is created when missing) — then reads that ConfigMap back with
