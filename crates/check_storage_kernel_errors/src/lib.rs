@@ -729,19 +729,10 @@ impl Check for Opts {
         let data = gather(self, ctx, deadline)?;
         let (window, now) = (self.window.as_millis() as i64, time::now_ms());
         // Names only after the kernel log is read, and only for the volumes the errors hit.
-        let names = resolve_names(&self.names, &wanted(&data, window, now), ctx);
+        let names = kube::names::resolve(&self.names, &wanted(&data, window, now), ctx);
         let t = Thresholds::new(self.warning.clone(), self.critical.clone());
         Ok(evaluate_with(&data, window, now, &names, &t))
     }
-}
-
-/// The shared resolver: through the API too with the `api` feature (default), else from
-/// --pods-json/--pvs-json only.
-fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    #[cfg(feature = "api")]
-    return kube::names::resolve(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]
