@@ -57,37 +57,82 @@ pub fn api_budget(remaining: Duration, probe_timeout: Duration) -> Duration {
 /// All I/O: mount table, vol_data.json files, cluster view, probes. Bounded by the deadline.
 pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let host = opts.host.host();
-
-    ctx.stage("looking for the kubelet root");
     // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
     // its own mount table only: never a root or a mount table the caller named.
     let own = opts.mountinfo.mountinfo.is_none()
         && node::kubelet::roots_are_own(&opts.kubelet_root.kubelet_root, &host);
+    let roots = kubelet_roots(opts, &host, own, ctx)?;
+    let mut mounts = csi_mounts(opts, &host, &roots, ctx)?;
+    read_vol_data(&host, own, &mut mounts, ctx)?;
+    let cluster = cluster::view(opts, &host, ctx)?;
+
+    let ids = identify(&mounts, &cluster);
+    for (m, id) in mounts.iter_mut().zip(&ids) {
+        m.selected = selected(m, id, &opts.filter.include, &opts.filter.exclude);
+    }
+    let targets: Vec<usize> = (0..mounts.len()).filter(|&i| mounts[i].selected).collect();
+    // A filter that matched nothing must not read as "no CSI mounts".
+    if targets.is_empty() && !mounts.is_empty() && opts.filter.is_set() {
+        return Err(Unknown(format!(
+            "{} matched none of the {} CSI mounts under {}",
+            opts.filter.describe(),
+            mounts.len(),
+            shown(&roots)
+        )));
+    }
+    let (probe_timeout, notes) = probe(opts, &host, own, &mut mounts, &targets, ctx);
+    Ok(Data {
+        roots,
+        mounts,
+        cluster,
+        probe_timeout,
+        notes,
+    })
+}
+
+fn shown(roots: &[PathBuf]) -> String {
+    roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The kubelet roots, refused when this process may not list them (with `own`: at the binary's
+/// privilege).
+fn kubelet_roots(
+    opts: &Opts,
+    host: &node::Host,
+    own: bool,
+    ctx: &Ctx,
+) -> Result<Vec<PathBuf>, Unknown> {
+    ctx.stage("looking for the kubelet root");
     let roots = node::privilege::elevated_if(own, || -> Result<Vec<PathBuf>, Unknown> {
-        let roots = opts.kubelet_root.resolve(&host)?;
+        let roots = opts.kubelet_root.resolve(host)?;
         // Without CAP_DAC_READ_SEARCH every probe below the root-only pods/ directory fails with
         // EACCES, which would read as "corrupted": refuse to guess.
-        node::args::check_listable(&host, &roots, &["", "pods", "plugins/kubernetes.io/csi"])?;
+        node::args::check_listable(host, &roots, &["", "pods", "plugins/kubernetes.io/csi"])?;
         Ok(roots)
     })?;
-    ctx.debug(format!(
-        "kubelet roots: {}",
-        roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
+    ctx.debug(format!("kubelet roots: {}", shown(&roots)));
+    Ok(roots)
+}
 
-    let mi_path = opts.mountinfo.path(&host);
+/// The CSI mounts of the mount table under `roots`, once per mount point (the last, topmost
+/// entry of a stack wins).
+fn csi_mounts(
+    opts: &Opts,
+    host: &node::Host,
+    roots: &[PathBuf],
+    ctx: &Ctx,
+) -> Result<Vec<CsiMount>, Unknown> {
+    let mi_path = opts.mountinfo.path(host);
     ctx.stage(format!("reading {}", mi_path.display()));
     let table = node::mountinfo::read(&mi_path)?;
     ctx.debug(format!("{}: {} mounts", mi_path.display(), table.len()));
-
-    // The CSI mounts, once per mount point (the last, topmost entry of a stack wins).
     let mut mounts: Vec<CsiMount> = Vec::new();
     for m in &table {
-        let Some(kp) = node::kubelet::classify(&m.mount_point, &roots) else {
+        let Some(kp) = node::kubelet::classify(&m.mount_point, roots) else {
             continue;
         };
         if !kp.is_csi() {
@@ -110,14 +155,24 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             None => mounts.push(cm),
         }
     }
+    Ok(mounts)
+}
 
+/// The vol_data.json beside each mount; one that cannot be read for lack of privilege is UNKNOWN,
+/// any other failure a note on that mount.
+fn read_vol_data(
+    host: &node::Host,
+    own: bool,
+    mounts: &mut [CsiMount],
+    ctx: &Ctx,
+) -> Result<(), Unknown> {
     ctx.stage(format!(
         "reading vol_data.json of {} CSI mounts",
         mounts.len()
     ));
     node::privilege::elevated_if(own, || -> Result<(), Unknown> {
-        for m in &mut mounts {
-            match node::kubelet::read_vol_data(&host, &m.mount_point) {
+        for m in mounts.iter_mut() {
+            match node::kubelet::read_vol_data(host, &m.mount_point) {
                 Ok(v) => m.vol_data = v,
                 Err(e) if e.ends_with("(EACCES)") => {
                     return Err(format!(
@@ -129,29 +184,19 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             }
         }
         Ok(())
-    })?;
+    })
+}
 
-    let cluster = cluster::view(opts, &host, ctx)?;
-
-    let ids = identify(&mounts, &cluster);
-    for (m, id) in mounts.iter_mut().zip(&ids) {
-        m.selected = selected(m, id, &opts.filter.include, &opts.filter.exclude);
-    }
-
-    let targets: Vec<usize> = (0..mounts.len()).filter(|&i| mounts[i].selected).collect();
-    // A filter that matched nothing must not read as "no CSI mounts".
-    if targets.is_empty() && !mounts.is_empty() && opts.filter.is_set() {
-        return Err(Unknown(format!(
-            "{} matched none of the {} CSI mounts under {}",
-            opts.filter.describe(),
-            mounts.len(),
-            roots
-                .iter()
-                .map(|r| r.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+/// Probe the `targets` concurrently within the time left; returns the probe timeout used and the
+/// notes of the probe memory (a stuck probe that could not be remembered).
+fn probe(
+    opts: &Opts,
+    host: &node::Host,
+    own: bool,
+    mounts: &mut [CsiMount],
+    targets: &[usize],
+    ctx: &Ctx,
+) -> (Duration, Vec<String>) {
     let paths: Vec<(PathBuf, String)> = targets
         .iter()
         .map(|&i| {
@@ -162,7 +207,6 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             )
         })
         .collect();
-    let mut notes = Vec::new();
     let probe_timeout = probe_budget(opts.probe.probe_timeout, ctx.remaining(), paths.len());
     if probe_timeout < opts.probe.probe_timeout {
         ctx.debug(format!(
@@ -170,41 +214,35 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
             plugin::fmt_duration(probe_timeout)
         ));
     }
-    if !paths.is_empty() {
-        ctx.stage(format!(
-            "probing {} CSI mounts (up to {} each)",
-            paths.len(),
-            plugin::fmt_duration(probe_timeout)
-        ));
-        let memory = node::probe::memory_for(
-            opts.run_dir.run_dir.as_deref(),
-            opts.host.host_root.as_deref(),
-        );
-        let (outcomes, n) = node::privilege::elevated_if(own, || {
-            node::probe::probe_remembered(
-                &paths,
-                probe_timeout,
-                paths.len().min(MAX_PARALLEL),
-                memory.as_ref().map_err(|e| e.as_str()),
-            )
-        });
-        notes = n;
-        for (&i, o) in targets.iter().zip(outcomes) {
-            ctx.debug(format!(
-                "probe {}: {}",
-                mounts[i].mount_point.display(),
-                o.describe()
-            ));
-            mounts[i].probe = Some(o);
-        }
+    if paths.is_empty() {
+        return (probe_timeout, Vec::new());
     }
-    Ok(Data {
-        roots,
-        mounts,
-        cluster,
-        probe_timeout,
-        notes,
-    })
+    ctx.stage(format!(
+        "probing {} CSI mounts (up to {} each)",
+        paths.len(),
+        plugin::fmt_duration(probe_timeout)
+    ));
+    let memory = node::probe::memory_for(
+        opts.run_dir.run_dir.as_deref(),
+        opts.host.host_root.as_deref(),
+    );
+    let (outcomes, notes) = node::privilege::elevated_if(own, || {
+        node::probe::probe_remembered(
+            &paths,
+            probe_timeout,
+            paths.len().min(MAX_PARALLEL),
+            memory.as_ref().map_err(|e| e.as_str()),
+        )
+    });
+    for (&i, o) in targets.iter().zip(outcomes) {
+        ctx.debug(format!(
+            "probe {}: {}",
+            mounts[i].mount_point.display(),
+            o.describe()
+        ));
+        mounts[i].probe = Some(o);
+    }
+    (probe_timeout, notes)
 }
 
 /// The per-probe timeout: --probe-timeout, but small enough that every round of probes ends
