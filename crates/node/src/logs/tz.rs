@@ -295,11 +295,14 @@ fn offset(b: &[u8], i: &mut usize) -> Option<i64> {
         }
         _ => 1,
     };
-    let mut secs = number(b, i)? * 3600;
+    // Hours up to 167 (RFC 8536 §3.3.1 extends POSIX's 24 for rule times), minutes and seconds
+    // up to 59: anything else is not a zone (and must not overflow the arithmetic).
+    let hours = number(b, i).filter(|h| (0..=167).contains(h))?;
+    let mut secs = hours * 3600;
     for mult in [60, 1] {
         if b.get(*i) == Some(&b':') {
             *i += 1;
-            secs += number(b, i)? * mult;
+            secs += number(b, i).filter(|n| (0..=59).contains(n))? * mult;
         } else {
             break;
         }
@@ -422,6 +425,21 @@ mod tests {
         assert_eq!(parse_fixed("+8"), Some(8 * 3600));
         assert_eq!(parse_fixed("Europe/Berlin"), None);
         assert_eq!(parse_fixed("+99"), None);
+    }
+
+    /// Found by the `tz` fuzz target: a POSIX TZ string whose offset has 19 digits overflowed
+    /// `hours * 3600` (a panic in a debug build, a wrapped offset in a release build). Out-of-range
+    /// hours, minutes or seconds are not a zone.
+    #[test]
+    fn huge_offsets_are_not_a_zone() {
+        let fuzz =
+            "kkkkkkk2222222222222222222kkkkkkUTC0kkkkkkKkkkkkkkkk22222222222222222222UTC0:2222223";
+        assert!(PosixTz::parse(fuzz).is_none());
+        assert!(PosixTz::parse("XXX2222222222222222222").is_none());
+        assert!(PosixTz::parse("XXX168").is_none());
+        assert!(PosixTz::parse("XXX1:60").is_none());
+        assert_eq!(PosixTz::parse("XXX167").unwrap().offset_at(0), -167 * 3600);
+        assert!(PosixTz::parse("CET-1CEST,M3.5.0/99999999999999999,M10.5.0").is_none());
     }
 
     /// The system's own TZif files, fat or slim, against the C library's answer.
