@@ -42,6 +42,32 @@ struct Entry {
     pod_uid: Option<Span>,
 }
 
+/// What the classifier said of a mount point, as spans of the arena.
+#[derive(Debug, Clone, Copy, Default)]
+struct Kind {
+    kubelet: bool,
+    block: bool,
+    volume: Option<Span>,
+    pod_uid: Option<Span>,
+}
+
+impl Kind {
+    /// `k` borrows from `text`, which is the arena's `at`.
+    fn of(k: KindRef<'_>, text: &str, at: Span) -> Kind {
+        let base = text.as_ptr() as usize;
+        let span = |s: &str| Span {
+            start: at.start + (s.as_ptr() as usize - base) as u32,
+            len: s.len() as u32,
+        };
+        Kind {
+            kubelet: true,
+            block: k.is_block(),
+            volume: k.volume_name().map(span),
+            pod_uid: k.pod_uid().map(span),
+        }
+    }
+}
+
 /// One mount of the map, borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MountUse<'a> {
@@ -172,27 +198,27 @@ impl DeviceUsage {
 
     fn add(&mut self, raw: &mountinfo::Raw<'_>, roots: &[PathBuf], scope: Scope) {
         let mark = self.arena.len();
-        let mount_point = self.push_unescaped(raw.mount_point);
-        let base = self.arena.as_ptr() as usize;
-        let at = |s: &str| Span {
-            start: (s.as_ptr() as usize - base) as u32,
-            len: s.len() as u32,
+        // The mount point goes into the arena; what the classifier borrows from it (PV name,
+        // pod UID) is kept as spans of it. Without escapes the raw text is classified first, so
+        // the thousands of secrets and projected volumes of a node are never copied.
+        let (mount_point, kind) = if raw.mount_point.contains('\\') {
+            let mp = self.push_unescaped(raw.mount_point);
+            let kind = kubelet::classify_str(self.text(mp), roots)
+                .map(|(_, k)| Kind::of(k, self.text(mp), mp));
+            (mp, kind)
+        } else {
+            let kind = kubelet::classify_str(raw.mount_point, roots);
+            if scope == Scope::Volumes && kind.is_none() {
+                return;
+            }
+            let mp = self.push(raw.mount_point);
+            (mp, kind.map(|(_, k)| Kind::of(k, raw.mount_point, mp)))
         };
-        let kind: Option<KindRef<'_>> =
-            kubelet::classify_str(self.text(mount_point), roots).map(|(_, k)| k);
-        let (kubelet, block, volume, pod_uid) = match kind {
-            Some(k) => (
-                true,
-                k.is_block(),
-                k.volume_name().map(at),
-                k.pod_uid().map(at),
-            ),
-            None => (false, false, None, None),
-        };
-        if scope == Scope::Volumes && !kubelet {
+        if scope == Scope::Volumes && kind.is_none() {
             self.arena.truncate(mark);
             return;
         }
+        let kind = kind.unwrap_or_default();
         let root = self.push_unescaped(raw.root);
         let source = self.push_unescaped(raw.source);
         let fstype = self.push(raw.fstype);
@@ -205,10 +231,10 @@ impl DeviceUsage {
             fstype,
             super_options,
             mount_ro: raw.mount_options.split(',').any(|o| o == "ro"),
-            kubelet,
-            block,
-            volume,
-            pod_uid,
+            kubelet: kind.kubelet,
+            block: kind.block,
+            volume: kind.volume,
+            pod_uid: kind.pod_uid,
         });
     }
 
@@ -350,6 +376,21 @@ mod tests {
         ] {
             let m = DeviceUsage::parse(&table(), "t", &[PathBuf::from(r)], Scope::Volumes).unwrap();
             assert_eq!(m.len(), 3, "{r}");
+        }
+    }
+
+    #[test]
+    fn an_escaped_volume_path_is_named_unescaped() {
+        let t = format!(
+            "40 1 8:48 / {K}/pods/u3/volumes/kubernetes.io~csi/pvc\\040sp/mount rw - ext4 /dev/sdd rw\n\
+             41 1 0:61 / {K}/pods/u3/volumes/kubernetes.io~secret/a\\040b rw - tmpfs tmpfs rw\n"
+        );
+        for scope in [Scope::Volumes, Scope::All] {
+            let m = DeviceUsage::parse(&t, "t", &roots(), scope).unwrap();
+            let u = m.on((8, 48)).next().unwrap();
+            assert_eq!(u.volume, Some("pvc sp"));
+            assert_eq!(u.pod_uid, Some("u3"));
+            assert_eq!(m.len(), if scope == Scope::All { 2 } else { 1 });
         }
     }
 
