@@ -201,100 +201,103 @@ pub fn evaluate(data: &NodeData, thresholds: &Thresholds) -> Report {
     evaluate_named(data, thresholds, &Names::default())
 }
 
-/// The whole decision, volumes named with what `names` knows (pods, claims; its notes are
-/// added). Pure.
-pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -> Report {
-    let mut ro = Vec::new();
-    let mut errs = Vec::new();
-    let mut unexplained = Vec::new();
-    let mut findings = Vec::new();
-    for v in &data.volumes {
-        let verdict = judge(v, data.kernel, data.can_read_all);
-        let (status, what) = match &verdict {
-            Verdict::ReadOnly(why) => {
-                ro.push(short_name(v, names));
-                (Status::Critical, format!("is read-only: {why}"))
-            }
-            Verdict::ReadOnlyNoError(why) => match v.names.iter().find_map(|n| names.intent(n)) {
-                Some(kube::names::Intent::ReadOnly(reason)) => (
-                    Status::Ok,
-                    format!("is read-only on purpose: {why}; {reason}"),
-                ),
-                Some(kube::names::Intent::Writable(reason)) => {
-                    ro.push(short_name(v, names));
-                    (
-                        Status::Critical,
-                        format!("is read-only: {why}; but {reason}: it is meant to be written"),
-                    )
-                }
-                None => {
-                    unexplained.push(short_name(v, names));
-                    (
-                            Status::Warning,
-                            format!(
-                                "is read-only at the filesystem with no error recorded: {why}; intent unknown (a ReadOnlyMany volume looks like this: the PV's access modes tell, with API access or --pvs-json)"
-                            ),
-                        )
-                }
-            },
-            Verdict::Errors(why) => {
-                errs.push(short_name(v, names));
+/// The volumes of each kind of alarm, named, for the summary.
+#[derive(Default)]
+struct Tally {
+    ro: Vec<String>,
+    errs: Vec<String>,
+    unexplained: Vec<String>,
+}
+
+/// A volume's status and the words after its name; counts it in `tally`.
+fn status_of(v: &Volume, verdict: &Verdict, names: &Names, tally: &mut Tally) -> (Status, String) {
+    match verdict {
+        Verdict::ReadOnly(why) => {
+            tally.ro.push(short_name(v, names));
+            (Status::Critical, format!("is read-only: {why}"))
+        }
+        Verdict::ReadOnlyNoError(why) => match v.names.iter().find_map(|n| names.intent(n)) {
+            Some(kube::names::Intent::ReadOnly(reason)) => (
+                Status::Ok,
+                format!("is read-only on purpose: {why}; {reason}"),
+            ),
+            Some(kube::names::Intent::Writable(reason)) => {
+                tally.ro.push(short_name(v, names));
                 (
-                    Status::Warning,
-                    format!("has recorded errors but is still writable: {why}"),
+                    Status::Critical,
+                    format!("is read-only: {why}; but {reason}: it is meant to be written"),
                 )
             }
-            Verdict::ReadOnlyByDesign => {
-                (Status::Ok, "is mounted read-only on purpose".to_string())
+            None => {
+                tally.unexplained.push(short_name(v, names));
+                (
+                    Status::Warning,
+                    format!(
+                        "is read-only at the filesystem with no error recorded: {why}; intent unknown (a ReadOnlyMany volume looks like this: the PV's access modes tell, with API access or --pvs-json)"
+                    ),
+                )
             }
-            Verdict::Writable => (Status::Ok, "is writable".to_string()),
-        };
-        // One string per line, written in place: a node with thousands of volumes builds
-        // thousands of these (most are only shown at -v or in JSON).
-        use std::fmt::Write as _;
-        let mut text = short_name(v, names);
-        let _ = if v.block_mode {
-            let dev = v.block_dev.as_deref().unwrap_or("?");
-            write!(text, " {what} — block device {dev}")
-        } else {
-            write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
-        };
-        let mut f = Finding::new(status, text)
-            .signal(signal_of(v, &verdict))
-            .subject(volume_subject(v, names));
-        if !v.pod_uids.is_empty() {
-            let mut d = String::from("pods: ");
-            for (i, u) in v.pod_uids.iter().enumerate() {
-                if i > 0 {
-                    d.push_str(", ");
-                }
-                match names.pod(u) {
-                    Some(p) => {
-                        let _ = write!(d, "{p} (UID {u})");
-                    }
-                    None => d.push_str(u),
-                }
+        },
+        Verdict::Errors(why) => {
+            tally.errs.push(short_name(v, names));
+            (
+                Status::Warning,
+                format!("has recorded errors but is still writable: {why}"),
+            )
+        }
+        Verdict::ReadOnlyByDesign => (Status::Ok, "is mounted read-only on purpose".to_string()),
+        Verdict::Writable => (Status::Ok, "is writable".to_string()),
+    }
+}
+
+/// One volume's finding: what it is, its pods and mounts, and for an alarm the next step.
+fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally) -> Finding {
+    use std::fmt::Write as _;
+    let verdict = judge(v, data.kernel, data.can_read_all);
+    let (status, what) = status_of(v, &verdict, names, tally);
+    // One string per line, written in place: a node with thousands of volumes builds
+    // thousands of these (most are only shown at -v or in JSON).
+    let mut text = short_name(v, names);
+    let _ = if v.block_mode {
+        let dev = v.block_dev.as_deref().unwrap_or("?");
+        write!(text, " {what} — block device {dev}")
+    } else {
+        write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
+    };
+    let mut f = Finding::new(status, text)
+        .signal(signal_of(v, &verdict))
+        .subject(volume_subject(v, names));
+    if !v.pod_uids.is_empty() {
+        let mut d = String::from("pods: ");
+        for (i, u) in v.pod_uids.iter().enumerate() {
+            if i > 0 {
+                d.push_str(", ");
             }
-            f.details.push(d);
+            match names.pod(u) {
+                Some(p) => {
+                    let _ = write!(d, "{p} (UID {u})");
+                }
+                None => d.push_str(u),
+            }
         }
-        for (mp, mro) in &v.mounts {
-            f = f.detail(format!(
-                "mount: {}{}",
-                mp.display(),
-                if *mro { " (ro bind)" } else { "" }
-            ));
-        }
-        if status != Status::Ok {
-            f = f.detail(next_step(v, status, names, data.node_name.as_deref()));
-        }
-        findings.push(f);
+        f.details.push(d);
     }
-    let n = data.volumes.len();
-    let ro_status = thresholds.evaluate(ro.len() as f64);
-    let mut status = ro_status;
-    if !errs.is_empty() {
-        status = status.worst(Status::Warning);
+    for (mp, mro) in &v.mounts {
+        f = f.detail(format!(
+            "mount: {}{}",
+            mp.display(),
+            if *mro { " (ro bind)" } else { "" }
+        ));
     }
+    if status != Status::Ok {
+        f = f.detail(next_step(v, status, names, data.node_name.as_deref()));
+    }
+    f
+}
+
+/// The summary line over `n` volumes.
+fn summary(t: &Tally, n: usize) -> String {
+    let (ro, errs, unexplained) = (&t.ro, &t.errs, &t.unexplained);
     let summary = if n == 0 {
         "no PV mounts on this node".to_string()
     } else if !ro.is_empty() {
@@ -324,26 +327,26 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
     } else {
         String::new()
     };
-    let summary = if unexplained.is_empty() {
-        summary
-    } else {
-        let u = format!(
-            "{} of {} PV filesystems read-only at the filesystem with no error recorded (intent unknown): {}",
-            unexplained.len(),
-            n,
-            unexplained.join(", ")
-        );
-        if summary.is_empty() {
-            u
-        } else {
-            format!("{summary}; {u}")
-        }
-    };
-    if !unexplained.is_empty() {
-        status = status.worst(Status::Warning);
+    if unexplained.is_empty() {
+        return summary;
     }
-    let mut r = Report::new(status, summary).unit("volume", "volumes");
-    r.notes.extend(data.notes.iter().cloned());
+    let u = format!(
+        "{} of {} PV filesystems read-only at the filesystem with no error recorded (intent unknown): {}",
+        unexplained.len(),
+        n,
+        unexplained.join(", ")
+    );
+    if summary.is_empty() {
+        u
+    } else {
+        format!("{summary}; {u}")
+    }
+}
+
+/// Mount points we had no right to probe: UNKNOWN, not a silent OK (a real alarm still
+/// outranks it).
+fn note_denied(r: &mut Report, data: &NodeData) {
+    let n = data.volumes.len();
     let denied = data
         .volumes
         .iter()
@@ -353,27 +356,46 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                     if matches!(errno, node::probe::Errno::EACCES | node::probe::Errno::EPERM))
         })
         .count();
-    if denied > 0 {
-        // Not a silent OK: what could not be looked at is UNKNOWN (a real alarm still outranks it).
-        r.raise(Status::Unknown);
-        if r.status == Status::Unknown {
-            r.summary = format!(
-                "{denied} of {n} PV mount points could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
-                r.summary
-            );
-        }
-        r.notes.push(format!(
-            "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
-        ));
+    if denied == 0 {
+        return;
     }
+    r.raise(Status::Unknown);
+    if r.status == Status::Unknown {
+        r.summary = format!(
+            "{denied} of {n} PV mount points could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+            r.summary
+        );
+    }
+    r.notes.push(format!(
+        "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
+    ));
+}
+
+/// The whole decision, volumes named with what `names` knows (pods, claims; its notes are
+/// added). Pure.
+pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -> Report {
+    let mut tally = Tally::default();
+    let findings: Vec<Finding> = data
+        .volumes
+        .iter()
+        .map(|v| volume_finding(v, data, names, &mut tally))
+        .collect();
+    let n = data.volumes.len();
+    let mut status = thresholds.evaluate(tally.ro.len() as f64);
+    if !tally.errs.is_empty() || !tally.unexplained.is_empty() {
+        status = status.worst(Status::Warning);
+    }
+    let mut r = Report::new(status, summary(&tally, n)).unit("volume", "volumes");
+    r.notes.extend(data.notes.iter().cloned());
+    note_denied(&mut r, data);
     r.findings = findings;
     r.sort_findings();
     r.notes.extend(names.notes.iter().cloned());
     r.perf(Perfdata::new("pv_mounts", n as f64).min(0.0))
         .perf(
-            Perfdata::new("ro_volumes", ro.len() as f64)
+            Perfdata::new("ro_volumes", tally.ro.len() as f64)
                 .thresholds(thresholds)
                 .min(0.0),
         )
-        .perf(Perfdata::new("error_volumes", errs.len() as f64).min(0.0))
+        .perf(Perfdata::new("error_volumes", tally.errs.len() as f64).min(0.0))
 }

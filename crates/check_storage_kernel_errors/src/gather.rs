@@ -9,7 +9,7 @@ use node::usage::{DeviceUsage, Scope};
 use node::Host;
 use plugin::{Ctx, Unknown};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// What the check keeps between runs.
@@ -104,69 +104,46 @@ pub fn position_beyond_log(after: u64, max_seq: Option<u64>, complete: bool) -> 
 /// Storage events kept (in the state and for the answer): the newest ones.
 const MAX_EVENTS: usize = 5000;
 
-/// Read, classify, resolve.
-pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
-    let host = opts.host.host();
-    // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
-    let roots = opts.kubelet_root.resolve_if_any(&host)?;
-    let kmsg_path = opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"));
-    let own_kmsg = opts.kmsg.is_none() && host.is_local();
-    let patterns = opts.patterns();
-    let window_ms = opts.window.as_millis() as i64;
-    let (mono_now, real_now) = kmsg::clocks();
-    let now = real_now;
-    let mut data = Data {
-        complete: true,
-        ..Default::default()
-    };
-    // State.
-    let boot_id = host.proc_sys("kernel/random/boot_id");
-    let state_path = opts
-        .state_dir
-        .as_ref()
-        .map(|d| state::path(d, CHECK_ID, &kmsg_path.display().to_string()));
-    let mut st = KmsgState::default();
-    if let Some(p) = &state_path {
-        match state::load::<KmsgState>(p) {
-            Ok(Some(s)) => {
-                if s.boot_id.is_some() && s.boot_id == boot_id {
-                    st = s;
-                } else {
-                    data.notes.push("the node rebooted since the last run (new boot id): the kernel log is read afresh".into());
-                }
-            }
-            Ok(None) => {}
-            Err(e) => data.notes.push(e),
-        }
-    }
-    let future = drop_future_events(&mut st.events, now);
-    if future > 0 {
-        data.notes.push(format!(
-            "state file {}: {future} kept record(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
-            state_path.as_deref().unwrap_or(Path::new("?")).display()
-        ));
-    }
-    let mut after = st.last_seq;
-    let mut events = std::mem::take(&mut st.events);
-    ctx.stage(format!("reading {}", kmsg_path.display()));
-    let (stats, first_seq, max_seq) = loop {
-        let mut first_seq: Option<u64> = None;
-        let mut max_seq: Option<u64> = None;
-        let mut records = 0u64;
+/// Where the log is and what a pass over it keeps: one run's fixed inputs.
+struct LogRead<'a> {
+    path: PathBuf,
+    /// The node's own /dev/kmsg (privilege may serve it), not a file the caller named.
+    own: bool,
+    host: &'a Host,
+    patterns: Patterns,
+    window_ms: i64,
+    mono_now: u64,
+    now: i64,
+    deadline: Instant,
+}
+
+/// One pass over the kernel log.
+struct Pass {
+    stats: kmsg::ReadStats,
+    records: u64,
+    first_seq: Option<u64>,
+    max_seq: Option<u64>,
+}
+
+impl LogRead<'_> {
+    /// Read every record after `after`, classifying the kernel's own storage records of the
+    /// window into `events` (the newest [`MAX_EVENTS`] at most).
+    fn pass(&self, after: Option<u64>, events: &mut Vec<Event>) -> Result<Pass, Unknown> {
+        let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
         // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
-        let res = node::privilege::elevated_if(own_kmsg, || {
-            kmsg::read(&kmsg_path, deadline, |r| {
+        let res = node::privilege::elevated_if(self.own, || {
+            kmsg::read(&self.path, self.deadline, |r| {
                 records += 1;
                 first_seq.get_or_insert(r.seq);
                 max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
                 if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
                     return;
                 }
-                let t = kmsg::wall_ms(r.usec, mono_now, real_now);
-                if window_ms > 0 && t < now - window_ms {
+                let t = kmsg::wall_ms(r.usec, self.mono_now, self.now);
+                if self.window_ms > 0 && t < self.now - self.window_ms {
                     return;
                 }
-                if let Some((cat, dev)) = patterns.classify(&r.text) {
+                if let Some((cat, dev)) = self.patterns.classify(&r.text) {
                     events.push(Event {
                         seq: r.seq,
                         t,
@@ -185,39 +162,141 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         let stats = match res {
             Ok(s) => s,
             Err(kmsg::KmsgError::Permission(e)) => {
-                let restrict = host
+                let restrict = self
+                    .host
                     .proc_sys("kernel/dmesg_restrict")
                     .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
                     .unwrap_or_default();
                 return Err(Unknown(format!(
                     "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
-                    kmsg_path.display(),
+                    self.path.display(),
                     node::errtext(&e)
                 )));
             }
             Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
         };
-        data.records = records;
-        if let Some(a) = after.filter(|&a| position_beyond_log(a, max_seq, stats.complete)) {
+        Ok(Pass {
+            stats,
+            records,
+            first_seq,
+            max_seq,
+        })
+    }
+}
+
+/// The last run's state when it is this boot's (a state of another boot is named in `notes`),
+/// without kept records dated in the future.
+fn load_state(
+    path: Option<&Path>,
+    boot_id: &Option<String>,
+    now: i64,
+    notes: &mut Vec<String>,
+) -> KmsgState {
+    let mut st = KmsgState::default();
+    if let Some(p) = path {
+        match state::load::<KmsgState>(p) {
+            Ok(Some(s)) => {
+                if s.boot_id.is_some() && s.boot_id == *boot_id {
+                    st = s;
+                } else {
+                    notes.push("the node rebooted since the last run (new boot id): the kernel log is read afresh".into());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => notes.push(e),
+        }
+    }
+    let future = drop_future_events(&mut st.events, now);
+    if future > 0 {
+        notes.push(format!(
+            "state file {}: {future} kept record(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+            path.unwrap_or(Path::new("?")).display()
+        ));
+    }
+    st
+}
+
+/// Map each device the kept records name to what it holds (sysfs and the device-usage map).
+fn map_devices(opts: &Opts, host: &Host, roots: &[PathBuf], ctx: &Ctx, data: &mut Data) {
+    let devices: BTreeSet<Device> = data
+        .events
+        .iter()
+        .filter_map(|e| e.device.clone())
+        .collect();
+    if devices.is_empty() {
+        return;
+    }
+    ctx.stage("mapping devices to mounts");
+    let mi_path = opts.mountinfo.path(host);
+    let sys = opts.sys.path(host);
+    match DeviceUsage::read(&mi_path, roots, Scope::All) {
+        Ok(usage) => {
+            for d in devices {
+                let h = resolve(&d, &sys, &usage, host);
+                ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
+                data.holdings.insert(d, h);
+            }
+        }
+        Err(e) => data
+            .notes
+            .push(format!("devices not mapped to mounts: {e}")),
+    }
+}
+
+/// Read, classify, resolve.
+pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
+    let host = opts.host.host();
+    // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
+    let roots = opts.kubelet_root.resolve_if_any(&host)?;
+    let (mono_now, now) = kmsg::clocks();
+    let log = LogRead {
+        path: opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg")),
+        own: opts.kmsg.is_none() && host.is_local(),
+        host: &host,
+        patterns: opts.patterns(),
+        window_ms: opts.window.as_millis() as i64,
+        mono_now,
+        now,
+        deadline,
+    };
+    let mut data = Data {
+        complete: true,
+        ..Default::default()
+    };
+    let boot_id = host.proc_sys("kernel/random/boot_id");
+    let state_path = opts
+        .state_dir
+        .as_ref()
+        .map(|d| state::path(d, CHECK_ID, &log.path.display().to_string()));
+    let mut st = load_state(state_path.as_deref(), &boot_id, now, &mut data.notes);
+    let mut after = st.last_seq;
+    let mut events = std::mem::take(&mut st.events);
+    ctx.stage(format!("reading {}", log.path.display()));
+    let pass = loop {
+        let pass = log.pass(after, &mut events)?;
+        data.records = pass.records;
+        if let Some(a) =
+            after.filter(|&a| position_beyond_log(a, pass.max_seq, pass.stats.complete))
+        {
             // The newest record is never overwritten, so a saved position past it is not this
             // log's: keeping it would skip every record until the kernel catches up with it
             // (never, for a corrupted number). Drop the state and read the log again from its start.
             data.notes.push(format!(
                 "state file {}: its last sequence number {a} is beyond the end of the kernel log (last record {}): the state is not this log's; read afresh",
                 state_path.as_deref().unwrap_or(Path::new("?")).display(),
-                max_seq.map_or("none".to_string(), |m| m.to_string())
+                pass.max_seq.map_or("none".to_string(), |m| m.to_string())
             ));
             after = None;
             events.clear();
             continue;
         }
-        break (stats, first_seq, max_seq);
+        break pass;
     };
-    let last_seq = match (after, max_seq) {
+    let last_seq = match (after, pass.max_seq) {
         (Some(a), Some(m)) => Some(a.max(m)),
         (a, m) => a.or(m),
     };
-    if let (Some(a), Some(f)) = (after, first_seq) {
+    if let (Some(a), Some(f)) = (after, pass.first_seq) {
         if f > a + 1 {
             data.notes.push(format!(
                 "{} records were overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
@@ -227,10 +306,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             ));
         }
     }
-    data.overwritten = stats.overwritten;
-    data.complete = stats.complete;
-    if window_ms > 0 {
-        events.retain(|e| e.t >= now - window_ms);
+    data.overwritten = pass.stats.overwritten;
+    data.complete = pass.stats.complete;
+    if log.window_ms > 0 {
+        events.retain(|e| e.t >= now - log.window_ms);
     }
     if events.len() > MAX_EVENTS {
         events.drain(..events.len() - MAX_EVENTS);
@@ -249,32 +328,14 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             }
         }
     }
-    // Devices → mounts → PVs.
-    let devices: BTreeSet<Device> = events.iter().filter_map(|e| e.device.clone()).collect();
-    if !devices.is_empty() {
-        ctx.stage("mapping devices to mounts");
-        let mi_path = opts.mountinfo.path(&host);
-        let sys = opts.sys.path(&host);
-        match DeviceUsage::read(&mi_path, &roots, Scope::All) {
-            Ok(usage) => {
-                for d in devices {
-                    let h = resolve(&d, &sys, &usage, &host);
-                    ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
-                    data.holdings.insert(d, h);
-                }
-            }
-            Err(e) => data
-                .notes
-                .push(format!("devices not mapped to mounts: {e}")),
-        }
-    }
     ctx.debug(format!(
         "{}: {} records, last seq {:?}, {} storage events kept",
-        kmsg_path.display(),
-        stats.records,
+        log.path.display(),
+        pass.stats.records,
         last_seq,
         events.len()
     ));
     data.events = events;
+    map_devices(opts, &host, &roots, ctx, &mut data);
     Ok(data)
 }
