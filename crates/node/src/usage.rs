@@ -143,7 +143,7 @@ impl DeviceUsage {
             if scope == Scope::Volumes && !candidate {
                 return;
             }
-            map.add(&raw, candidate.then_some(roots).unwrap_or(&[]), scope);
+            map.add(&raw, if candidate { roots } else { &[] }, scope);
         })?;
         map.index();
         Ok(map)
