@@ -73,18 +73,11 @@ pub fn scsi_disks(sys: &Path, addr: &str) -> Vec<String> {
     names_in(&p).map(|(n, _)| n).collect()
 }
 
-/// The block disks of iSCSI session `n` (`…/sessionN/device/target*/H:C:T:L/block/*`), sorted.
+/// The block disks of iSCSI session `n`, sorted: the session as [`crate::iscsi`] reads it.
 pub fn session_disks(sys: &Path, n: u32) -> Vec<String> {
-    let dev = sys.join(format!("class/iscsi_session/session{n}/device"));
-    let mut out = Vec::new();
-    for (t, tpath) in names_in(&dev) {
-        if !t.starts_with("target") {
-            continue;
-        }
-        for (_, lun) in names_in(&tpath) {
-            out.extend(names_in(&lun.join("block")).map(|(b, _)| b));
-        }
-    }
+    let mut out: Vec<String> = crate::iscsi::read_one(sys, n)
+        .map(|s| s.block_devices().map(|b| b.name.clone()).collect())
+        .unwrap_or_default();
     out.sort();
     out
 }
