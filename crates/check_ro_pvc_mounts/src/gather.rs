@@ -6,7 +6,7 @@ use node::kubelet;
 use node::probe::{self, Outcome};
 use node::usage::{DeviceUsage, Scope};
 use plugin::{Ctx, Unknown};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,34 +47,40 @@ pub struct NodeData {
 }
 
 /// Group the kubelet's volume mounts into PV filesystems: one per device (`maj:min`), one per
-/// device node for block-mode volumes. Pure.
+/// device node for block-mode volumes; ordered by that key as text. Pure.
 pub fn group(usage: &DeviceUsage, filter: &node::FilterArgs) -> Vec<Volume> {
-    let mut by_key: BTreeMap<String, Volume> = BTreeMap::new();
-    let mut key = String::new();
+    // Grouped by a key borrowed from the map; each volume's own key is written once.
+    let mut index: HashMap<(bool, u32, u32, &str), usize> = HashMap::new();
+    let mut volumes: Vec<Volume> = Vec::new();
     for m in usage.uses().filter(|m| m.kubelet) {
         if filter.is_set() && !filter.selects([m.mount_point]) {
             continue;
         }
         let block_mode = m.block && matches!(m.fstype, "devtmpfs" | "tmpfs" | "udev");
         let dev_node = m.root.trim_start_matches('/');
-        key.clear();
-        let _ = if block_mode {
-            write!(key, "block:{dev_node}")
+        let k = if block_mode {
+            (true, 0, 0, dev_node)
         } else {
-            write!(key, "{}:{}", m.dev.0, m.dev.1)
+            (false, m.dev.0, m.dev.1, "")
         };
-        if !by_key.contains_key(key.as_str()) {
-            let v = Volume {
-                key: key.clone(),
+        let i = *index.entry(k).or_insert_with(|| {
+            let mut key = String::new();
+            let _ = if block_mode {
+                write!(key, "block:{dev_node}")
+            } else {
+                write!(key, "{}:{}", m.dev.0, m.dev.1)
+            };
+            volumes.push(Volume {
+                key,
                 fstype: m.fstype.to_string(),
                 source: m.source.to_string(),
                 block_mode,
                 block_dev: block_mode.then(|| dev_node.to_string()),
                 ..Default::default()
-            };
-            by_key.insert(key.clone(), v);
-        }
-        let v = by_key.get_mut(key.as_str()).expect("inserted above");
+            });
+            volumes.len() - 1
+        });
+        let v = &mut volumes[i];
         if let Some(n) = m.volume {
             if !v.names.contains(n) {
                 v.names.insert(n.to_string());
@@ -91,7 +97,9 @@ pub fn group(usage: &DeviceUsage, filter: &node::FilterArgs) -> Vec<Volume> {
         v.super_options.push_str(m.super_options);
         v.mounts.push((PathBuf::from(m.mount_point), m.mount_ro));
     }
-    by_key.into_values().collect()
+    // Keys are unique ("maj:min" per device, "block:<node>" per device node).
+    volumes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    volumes
 }
 
 /// Read everything the decision needs, under the deadline.

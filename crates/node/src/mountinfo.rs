@@ -126,8 +126,33 @@ pub(crate) struct Raw<'a> {
     pub(crate) super_options: &'a str,
 }
 
+/// `line.split(' ')`, by a byte loop: mountinfo fields are short, and the generic searcher's
+/// per-field setup was a tenth of the time spent on a 50 000-line table.
+struct Fields<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = &'a str;
+    fn next(&mut self) -> Option<&'a str> {
+        let b = self.s.as_bytes();
+        if self.pos > b.len() {
+            return None;
+        }
+        let start = self.pos;
+        let end = b[start..]
+            .iter()
+            .position(|&c| c == b' ')
+            .map_or(b.len(), |n| start + n);
+        self.pos = end + 1;
+        // A space is ASCII: both ends are character boundaries.
+        Some(&self.s[start..end])
+    }
+}
+
 pub(crate) fn tokenize(line: &str) -> Result<Raw<'_>, &'static str> {
-    let mut f = line.split(' ');
+    let mut f = Fields { s: line, pos: 0 };
     let mut next = |what: &'static str| f.next().filter(|s| !s.is_empty()).ok_or(what);
     let id = next("missing mount id")?
         .parse()
@@ -369,6 +394,23 @@ mod tests {
         );
         assert_eq!(head("aé", 2), "a");
         assert_eq!(head("ab", 10), "ab");
+    }
+
+    #[test]
+    fn fields_split_like_str_split() {
+        for t in [
+            "",
+            " ",
+            "a",
+            "a b",
+            "a  b ",
+            " a",
+            "é b\tc  ",
+            "1 2 0:5 / /x rw - t s o",
+        ] {
+            let got: Vec<&str> = Fields { s: t, pos: 0 }.collect();
+            assert_eq!(got, t.split(' ').collect::<Vec<_>>(), "{t:?}");
+        }
     }
 
     #[test]

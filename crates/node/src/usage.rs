@@ -138,6 +138,9 @@ impl DeviceUsage {
         let maybe_volume =
             |mp: &str| !canonical || prefixes.iter().any(|p| mp.starts_with(p.as_str()));
         let mut map = DeviceUsage::default();
+        // Every kept field is at most as long as the line it comes from: reserving the text's
+        // size once spares the arena its doublings (pages never written are never touched).
+        map.arena.reserve(text.len());
         mountinfo::for_each_line(text, label, |raw| {
             let candidate = maybe_volume(raw.mount_point);
             if scope == Scope::Volumes && !candidate {
