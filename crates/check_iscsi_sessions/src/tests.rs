@@ -1,7 +1,16 @@
 //! evaluate() on in-memory sysfs data: every rule has a test that fails when the rule breaks.
 
 use super::*;
-use node::iscsi::{AttrError, BlockDev, Connection, ScsiDevice};
+use kube::names::Names;
+use node::iscsi::{Attr, AttrError, BlockDev, Connection, ScsiDevice, Session, Sessions};
+use node::usage::{DeviceUsage, Scope};
+use plugin::Status;
+use std::path::PathBuf;
+
+/// The device-usage map of a mount table, volumes classified under `root`.
+fn usage(mi: &str, root: &str) -> Result<DeviceUsage, String> {
+    Ok(DeviceUsage::parse(mi, "test", &[PathBuf::from(root)], Scope::All).unwrap())
+}
 
 const JIVA: &str = "iqn.2016-09.com.openebs.jiva:";
 
@@ -67,7 +76,6 @@ fn data(sessions: Vec<Session>) -> Gathered {
             sessions,
         },
         mounts: None,
-        kubelet_roots: vec![],
     }
 }
 
@@ -179,13 +187,12 @@ fn free_session_with_transport_offline_disk_is_the_incident() {
     s[2].connections[0].state = v("down");
     s[2].devices[0].state = v("transport-offline");
     let mut g = data(s);
-    g.kubelet_roots = vec![PathBuf::from("/var/snap/microk8s/common/var/lib/kubelet")];
     let mi = "\
 30 1 8:48 / /var/snap/microk8s/common/var/lib/kubelet/plugins/kubernetes.io/csi/jiva.csi.openebs.io/0123abcd/globalmount rw,relatime - ext4 /dev/sdd ro,relatime
 31 1 8:48 / /var/snap/microk8s/common/var/lib/kubelet/pods/7f1e/volumes/kubernetes.io~csi/pvc-ccc/mount rw,relatime - ext4 /dev/sdd ro,relatime
 32 1 8:16 / /var/snap/microk8s/common/var/lib/kubelet/pods/1111/volumes/kubernetes.io~csi/pvc-aaa/mount rw,relatime - ext4 /dev/sdb rw,relatime
 ";
-    g.mounts = Some(Ok(node::mountinfo::parse(mi, "test").unwrap()));
+    g.mounts = Some(usage(mi, "/var/snap/microk8s/common/var/lib/kubelet"));
     let r = evaluate(&g, &Policy::default());
     assert_eq!(r.status, Status::Critical);
     assert!(
@@ -513,12 +520,10 @@ fn partition_mount_maps_to_pv() {
     let mut s = vec![sess(1, "pvc-aaa", "sdb", "8:16")];
     s[0].devices[0].blocks[0].children = vec![("sdb1".into(), v("8:17"))];
     let mut g = data(s);
-    g.kubelet_roots = vec![PathBuf::from("/var/lib/kubelet")];
-    g.mounts = Some(Ok(node::mountinfo::parse(
+    g.mounts = Some(usage(
         "40 1 8:17 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-aaa/mount rw - ext4 /dev/sdb1 rw\n",
-        "t",
-    )
-    .unwrap()));
+        "/var/lib/kubelet",
+    ));
     let r = evaluate(&g, &Policy::default());
     assert!(
         texts(&r).contains("PV pvc-aaa; mounted at /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-aaa/mount (sdb1)"),
@@ -579,12 +584,11 @@ fn unhealthy_sessions_are_named_and_only_they_are_wanted() {
     s[2].state = v("FREE");
     s[2].devices[0].state = v("transport-offline");
     let mut g = data(s);
-    g.kubelet_roots = vec![PathBuf::from("/var/lib/kubelet")];
     let mi = "\
 31 1 8:48 / /var/lib/kubelet/pods/7f1e/volumes/kubernetes.io~csi/pvc-ccc/mount rw,relatime - ext4 /dev/sdd ro,relatime
 32 1 8:16 / /var/lib/kubelet/pods/1111/volumes/kubernetes.io~csi/pvc-aaa/mount rw,relatime - ext4 /dev/sdb rw,relatime
 ";
-    g.mounts = Some(Ok(node::mountinfo::parse(mi, "test").unwrap()));
+    g.mounts = Some(usage(mi, "/var/lib/kubelet"));
     let w = wanted(&g, &Policy::default());
     assert_eq!(w.pvs.iter().collect::<Vec<_>>(), ["pvc-ccc"]);
     assert_eq!(w.pod_uids.iter().collect::<Vec<_>>(), ["7f1e"]);

@@ -1,5 +1,11 @@
 use super::*;
-use node::mountinfo::parse;
+use kube::names::Names;
+use node::fsstate;
+use node::probe::Outcome;
+use node::usage::{DeviceUsage, Scope};
+use plugin::Status;
+use std::path::PathBuf;
+use std::time::Duration;
 
 const K: &str = "/var/lib/kubelet";
 
@@ -64,9 +70,13 @@ fn table(radarr_super: &str) -> String {
     t
 }
 
+fn usage(text: &str) -> DeviceUsage {
+    DeviceUsage::parse(text, "t", &roots(), Scope::Volumes).unwrap()
+}
+
 fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
-    let m = parse(text, "t").unwrap();
-    let mut volumes = group(m, &roots(), &node::FilterArgs::default());
+    let m = usage(text);
+    let mut volumes = group(&m, &node::FilterArgs::default());
     for v in &mut volumes {
         v.probe = Some(Outcome::Answered { is_dir: true });
     }
@@ -371,11 +381,10 @@ fn no_pv_mounts() {
 
 #[test]
 fn include_and_exclude_filter_mount_points() {
-    let m = parse(&table("rw,emergency_ro"), "t").unwrap();
+    let m = usage(&table("rw,emergency_ro"));
     let ex = regex::Regex::new("pvc-a634").unwrap();
     let v = group(
-        m.clone(),
-        &roots(),
+        &m,
         &node::FilterArgs {
             exclude: vec![ex],
             ..Default::default()
@@ -385,8 +394,7 @@ fn include_and_exclude_filter_mount_points() {
     assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
     let inc = regex::Regex::new("pvc-healthy").unwrap();
     let v = group(
-        m,
-        &roots(),
+        &m,
         &node::FilterArgs {
             include: vec![inc],
             ..Default::default()

@@ -115,6 +115,14 @@ impl Host {
             .map(|s| s.trim().to_string())
     }
 
+    /// A kernel value of the host under `/proc/sys` (`kernel/random/boot_id`,
+    /// `kernel/dmesg_restrict`), trimmed; `None` when it cannot be read.
+    pub fn proc_sys(&self, key: &str) -> Option<String> {
+        std::fs::read_to_string(self.file("/proc/sys").join(key))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
     /// The host's name, as the kubelet uses it for the node name by default.
     ///
     /// In a container `<root>/proc/sys/kernel/hostname` is no help: that file shows the UTS

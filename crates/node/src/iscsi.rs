@@ -310,6 +310,14 @@ pub fn read(sys: &Path) -> Result<Sessions, String> {
     })
 }
 
+/// One session by number (`sessionN`); `None` when the class has no such entry.
+pub fn read_one(sys: &Path, sid: u32) -> Option<Session> {
+    let name = format!("session{sid}");
+    let path = sys.join("class/iscsi_session").join(&name);
+    std::fs::symlink_metadata(&path).ok()?;
+    Some(read_session(&name, sid, &path))
+}
+
 /// The session device directory (`…/hostH/sessionN`) of a class directory.
 fn session_device_dir(attr_dir: &Path) -> Option<PathBuf> {
     // The class device's `device` link points at its parent, the session device.

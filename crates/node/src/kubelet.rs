@@ -146,7 +146,7 @@ impl KubeletPath {
 /// `mount_point` relative to `root`, component-wise like [`Path::strip_prefix`]. Mount points
 /// from mountinfo are canonical (no `//`, no `.`), so a byte comparison decides when the root is
 /// canonical too; anything else takes the component-wise path.
-fn relative<'a>(mount_point: &'a Path, root: &Path) -> Option<std::borrow::Cow<'a, str>> {
+fn relative<'a>(mount_point: &'a [u8], root: &Path) -> Option<&'a [u8]> {
     use std::os::unix::ffi::OsStrExt;
     let r = root.as_os_str().as_bytes();
     let r = match r {
@@ -157,99 +157,239 @@ fn relative<'a>(mount_point: &'a Path, root: &Path) -> Option<std::borrow::Cow<'
     let canonical = r.first() == Some(&b'/')
         && !r.windows(2).any(|w| w == b"//")
         && !r.split(|&b| b == b'/').any(|c| c == b"." || c == b"..");
-    let mp = mount_point.as_os_str().as_bytes();
-    let rel = if canonical {
-        let rest = mp.strip_prefix(if r == b"/" { &b""[..] } else { r })?;
+    if canonical {
+        let rest = mount_point.strip_prefix(if r == b"/" { &b""[..] } else { r })?;
         match rest {
-            [] => rest,
-            [b'/', tail @ ..] => tail,
-            _ => return None,
+            [] => Some(rest),
+            [b'/', tail @ ..] => Some(tail),
+            _ => None,
         }
     } else {
-        mount_point.strip_prefix(root).ok()?.as_os_str().as_bytes()
-    };
-    Some(crate::lossy(rel))
+        let mp = Path::new(std::ffi::OsStr::from_bytes(mount_point));
+        Some(mp.strip_prefix(root).ok()?.as_os_str().as_bytes())
+    }
+}
+
+/// What a mount under a kubelet root is, borrowed from its mount point: the one classifier
+/// behind [`classify`] and the device-usage map ([`crate::usage`]), which classifies tens of
+/// thousands of mount points per run without copying them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindRef<'a> {
+    PodVolume {
+        pod_uid: &'a str,
+        plugin: &'a str,
+        name: &'a str,
+    },
+    PodSubpath {
+        pod_uid: &'a str,
+        volume: &'a str,
+        container: &'a str,
+    },
+    PodBlock {
+        pod_uid: Option<&'a str>,
+        name: &'a str,
+    },
+    CsiStaging {
+        driver: Option<&'a str>,
+        pv: Option<&'a str>,
+        hash: Option<&'a str>,
+    },
+    BlockStaging {
+        pv: &'a str,
+    },
+    PluginDevice {
+        plugin: &'a str,
+    },
+}
+
+impl<'a> KindRef<'a> {
+    /// The PV (or volume) name the path itself tells, if any.
+    pub fn volume_name(&self) -> Option<&'a str> {
+        match *self {
+            KindRef::PodVolume { name, .. } => Some(name),
+            KindRef::PodSubpath { volume, .. } => Some(volume),
+            KindRef::PodBlock { name, .. } => Some(name),
+            KindRef::CsiStaging { pv, .. } => pv,
+            KindRef::BlockStaging { pv } => Some(pv),
+            KindRef::PluginDevice { .. } => None,
+        }
+    }
+
+    pub fn pod_uid(&self) -> Option<&'a str> {
+        match *self {
+            KindRef::PodVolume { pod_uid, .. } | KindRef::PodSubpath { pod_uid, .. } => {
+                Some(pod_uid)
+            }
+            KindRef::PodBlock { pod_uid, .. } => pod_uid,
+            _ => None,
+        }
+    }
+
+    /// A block-mode volume (published to a pod, or staged).
+    pub fn is_block(&self) -> bool {
+        matches!(
+            self,
+            KindRef::PodBlock { .. } | KindRef::BlockStaging { .. }
+        )
+    }
+
+    pub fn to_owned(self) -> Kind {
+        let s = |v: &str| v.to_string();
+        match self {
+            KindRef::PodVolume {
+                pod_uid,
+                plugin,
+                name,
+            } => Kind::PodVolume {
+                pod_uid: s(pod_uid),
+                plugin: s(plugin),
+                name: s(name),
+            },
+            KindRef::PodSubpath {
+                pod_uid,
+                volume,
+                container,
+            } => Kind::PodSubpath {
+                pod_uid: s(pod_uid),
+                volume: s(volume),
+                container: s(container),
+            },
+            KindRef::PodBlock { pod_uid, name } => Kind::PodBlock {
+                pod_uid: pod_uid.map(s),
+                name: s(name),
+            },
+            KindRef::CsiStaging { driver, pv, hash } => Kind::CsiStaging {
+                driver: driver.map(s),
+                pv: pv.map(s),
+                hash: hash.map(s),
+            },
+            KindRef::BlockStaging { pv } => Kind::BlockStaging { pv: s(pv) },
+            KindRef::PluginDevice { plugin } => Kind::PluginDevice { plugin: s(plugin) },
+        }
+    }
+}
+
+/// The kind of a path relative to a kubelet root.
+fn kind_of(rel: &str) -> Option<KindRef<'_>> {
+    // Volume paths are at most 7 components deep; deeper ones can only be plugin devices.
+    let mut parts = [""; 8];
+    let mut n = 0;
+    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if n < parts.len() {
+            parts[n] = c;
+        }
+        n += 1;
+    }
+    let s = &parts[..n.min(parts.len())];
+    if n > parts.len() {
+        return match *s {
+            ["plugins", "kubernetes.io", plugin, ..] if plugin != "csi" => {
+                Some(KindRef::PluginDevice { plugin })
+            }
+            _ => None,
+        };
+    }
+    Some(match *s {
+        ["pods", uid, "volumes", plugin, name]
+        | ["pods", uid, "volumes", plugin, name, "mount"] => {
+            if NON_PV_PLUGINS.contains(&plugin) {
+                return None;
+            }
+            KindRef::PodVolume {
+                pod_uid: uid,
+                plugin,
+                name,
+            }
+        }
+        ["pods", uid, "volume-subpaths", volume, container, _idx] => KindRef::PodSubpath {
+            pod_uid: uid,
+            volume,
+            container,
+        },
+        ["pods", uid, "volumeDevices", _plugin, name] => KindRef::PodBlock {
+            pod_uid: Some(uid),
+            name,
+        },
+        ["plugins", "kubernetes.io", "csi", "volumeDevices", "publish", pv, uid] => {
+            KindRef::PodBlock {
+                pod_uid: Some(uid),
+                name: pv,
+            }
+        }
+        ["plugins", "kubernetes.io", "csi", "volumeDevices", "staging", pv] => {
+            KindRef::BlockStaging { pv }
+        }
+        ["plugins", "kubernetes.io", "csi", "pv", pv, "globalmount"] => KindRef::CsiStaging {
+            driver: None,
+            pv: Some(pv),
+            hash: None,
+        },
+        ["plugins", "kubernetes.io", "csi", driver, hash, "globalmount"] => KindRef::CsiStaging {
+            driver: Some(driver),
+            pv: None,
+            hash: Some(hash),
+        },
+        ["plugins", "kubernetes.io", plugin, ..] if s.len() > 3 && plugin != "csi" => {
+            KindRef::PluginDevice { plugin }
+        }
+        _ => return None,
+    })
+}
+
+/// Classify a mount point given as text (as the device-usage map holds it), borrowed: the index
+/// of the kubelet root it is under and what it is. `None` for mounts that are not volumes.
+pub fn classify_str<'a>(mount_point: &'a str, roots: &[PathBuf]) -> Option<(usize, KindRef<'a>)> {
+    for (i, root) in roots.iter().enumerate() {
+        let Some(rel) = relative(mount_point.as_bytes(), root) else {
+            continue;
+        };
+        // `rel` is a tail of `mount_point` (or of its component-wise form, which only drops
+        // separators): valid UTF-8 cut at a '/'.
+        let rel = std::str::from_utf8(rel).unwrap_or("");
+        return kind_of(rel).map(|k| (i, k));
+    }
+    None
 }
 
 /// Classify a mount point. Returns `None` for mounts that are not volumes (e.g. the kubelet root
 /// itself, secrets, configmaps, emptyDirs).
 pub fn classify(mount_point: &Path, roots: &[PathBuf]) -> Option<KubeletPath> {
-    for root in roots {
-        let Some(rel) = relative(mount_point, root) else {
-            continue;
-        };
-        // Volume paths are at most 7 components deep; deeper ones can only be plugin devices.
-        let mut parts = [""; 8];
-        let mut n = 0;
-        for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
-            if n < parts.len() {
-                parts[n] = c;
+    use std::os::unix::ffi::OsStrExt;
+    let mp = crate::lossy(mount_point.as_os_str().as_bytes());
+    let (i, kind) = classify_str(&mp, roots)?;
+    Some(KubeletPath {
+        root: roots[i].clone(),
+        kind: kind.to_owned(),
+    })
+}
+
+/// The pod UID in a kubelet pod volume path (`…/pods/<uid>/volumes/…`, `…/volumeDevices/…`),
+/// wherever the kubelet root is: for mount points that are named without knowing the roots.
+pub fn pod_uid_in(mount_point: &Path) -> Option<String> {
+    let parts: Vec<&str> = mount_point
+        .iter()
+        .map(|c| c.to_str().unwrap_or(""))
+        .collect();
+    parts.windows(3).find_map(|w| {
+        (w[0] == "pods" && (w[2] == "volumes" || w[2] == "volumeDevices") && !w[1].is_empty())
+            .then(|| w[1].to_string())
+    })
+}
+
+/// Without the right to look into the kubelet's directories every probe of a volume would fail
+/// with EACCES: the missing privilege, named, when a root's `pods/` may not be listed.
+pub fn access_problem(roots: &[PathBuf], host: &Host) -> Option<String> {
+    for r in roots {
+        let pods = host.mount_path(r.join("pods"));
+        if let Err(e) = std::fs::read_dir(&pods) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Some(format!(
+                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
+                    r.join("pods").display(),
+                    crate::errtext(&e)
+                ));
             }
-            n += 1;
         }
-        let s = &parts[..n.min(parts.len())];
-        if n > parts.len() {
-            return match s {
-                ["plugins", "kubernetes.io", plugin, ..] if *plugin != "csi" => Some(KubeletPath {
-                    root: root.clone(),
-                    kind: Kind::PluginDevice {
-                        plugin: plugin.to_string(),
-                    },
-                }),
-                _ => None,
-            };
-        }
-        let kind = match s {
-            ["pods", uid, "volumes", plugin, name]
-            | ["pods", uid, "volumes", plugin, name, "mount"] => {
-                if NON_PV_PLUGINS.contains(plugin) {
-                    return None;
-                }
-                Kind::PodVolume {
-                    pod_uid: uid.to_string(),
-                    plugin: plugin.to_string(),
-                    name: name.to_string(),
-                }
-            }
-            ["pods", uid, "volume-subpaths", volume, container, _idx] => Kind::PodSubpath {
-                pod_uid: uid.to_string(),
-                volume: volume.to_string(),
-                container: container.to_string(),
-            },
-            ["pods", uid, "volumeDevices", _plugin, name] => Kind::PodBlock {
-                pod_uid: Some(uid.to_string()),
-                name: name.to_string(),
-            },
-            ["plugins", "kubernetes.io", "csi", "volumeDevices", "publish", pv, uid] => {
-                Kind::PodBlock {
-                    pod_uid: Some(uid.to_string()),
-                    name: pv.to_string(),
-                }
-            }
-            ["plugins", "kubernetes.io", "csi", "volumeDevices", "staging", pv] => {
-                Kind::BlockStaging { pv: pv.to_string() }
-            }
-            ["plugins", "kubernetes.io", "csi", "pv", pv, "globalmount"] => Kind::CsiStaging {
-                driver: None,
-                pv: Some(pv.to_string()),
-                hash: None,
-            },
-            ["plugins", "kubernetes.io", "csi", driver, hash, "globalmount"] => Kind::CsiStaging {
-                driver: Some(driver.to_string()),
-                pv: None,
-                hash: Some(hash.to_string()),
-            },
-            ["plugins", "kubernetes.io", plugin, ..] if s.len() > 3 && *plugin != "csi" => {
-                Kind::PluginDevice {
-                    plugin: plugin.to_string(),
-                }
-            }
-            _ => return None,
-        };
-        return Some(KubeletPath {
-            root: root.clone(),
-            kind,
-        });
     }
     None
 }

@@ -3,6 +3,7 @@
 //! runs on the node and in a container that mounts the host at `/host`.
 
 pub mod args;
+pub mod blockdev;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;
@@ -13,6 +14,7 @@ pub use plugin::mapped;
 pub mod mountinfo;
 pub mod privilege;
 pub mod probe;
+pub mod usage;
 
 pub use args::{
     FilterArgs, HostRootArg, KubeletRootArg, MountinfoArg, ProbeTimeoutArg, RunDirArg, SysArg,

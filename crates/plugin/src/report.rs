@@ -428,7 +428,19 @@ impl Report {
     /// Findings worst first, then by name ([`Finding::sort_name`], numbers in names compared as
     /// numbers: `pvc-9` before `pvc-10`).
     pub fn sort_findings(&mut self) {
-        self.findings.sort_by(cmp_findings);
+        // The same order as `sort_by(cmp_findings)`, with each finding's name made once instead
+        // of twice per comparison (thousands of findings on a large node).
+        let mut keyed: Vec<(String, Finding)> = std::mem::take(&mut self.findings)
+            .into_iter()
+            .map(|f| (f.sort_name(), f))
+            .collect();
+        keyed.sort_by(|(ka, a), (kb, b)| {
+            b.status
+                .rank()
+                .cmp(&a.status.rank())
+                .then_with(|| natural_cmp(ka, kb))
+        });
+        self.findings = keyed.into_iter().map(|(_, f)| f).collect();
     }
 }
 

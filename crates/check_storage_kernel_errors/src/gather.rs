@@ -1,0 +1,341 @@
+//! What check_storage_kernel_errors reads, through `node` only: the kernel log (resumable with
+//! `--state-dir`), then for each device a record names, what it holds (sysfs and the
+//! device-usage map).
+
+use crate::classify::{Device, Patterns};
+use crate::{Data, Event, Holding, Opts};
+use node::logs::{kmsg, state};
+use node::usage::{DeviceUsage, Scope};
+use node::Host;
+use plugin::{Ctx, Unknown};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What the check keeps between runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct KmsgState {
+    pub boot_id: Option<String>,
+    pub last_seq: Option<u64>,
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+/// Map a device to its disks (`node::blockdev`) and, through the device-usage map, to the
+/// mount points and PVs on them or on their partitions and device-mapper holders.
+pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Holding {
+    use node::blockdev;
+    let disks = match dev {
+        Device::Block(b) => vec![b.clone()],
+        Device::Scsi(a) => blockdev::scsi_disks(sys, a),
+        Device::IscsiSession(n) => blockdev::session_disks(sys, *n),
+    };
+    let mut family: Vec<(String, String)> = Vec::new();
+    for d in &disks {
+        family.extend(blockdev::family(sys, d));
+    }
+    let devs: Vec<(u32, u32)> = family
+        .iter()
+        .filter_map(|(_, mm)| blockdev::parse_majmin(mm))
+        .collect();
+    let names: Vec<&str> = family
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .chain(disks.iter().map(String::as_str))
+        .collect();
+    let mut hold = Holding {
+        disks: disks.clone(),
+        mounts: Vec::new(),
+    };
+    for m in usage.uses() {
+        let by_dev = devs.contains(&m.dev);
+        let by_name = names.contains(&m.source.trim_start_matches("/dev/"));
+        if !(by_dev || by_name) {
+            continue;
+        }
+        // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
+        let pv = if m.kubelet {
+            m.volume.map(str::to_string).or_else(|| {
+                node::kubelet::read_vol_data(host, m.mount_point_path())
+                    .ok()
+                    .flatten()
+                    .and_then(|v| v.spec_vol_id.or(v.volume_handle))
+            })
+        } else {
+            None
+        };
+        let mp = m.mount_point_path();
+        if !hold.mounts.iter().any(|(p, _)| p == mp) {
+            hold.mounts.push((mp.to_path_buf(), pv));
+        }
+    }
+    // Volumes first, then the shortest paths.
+    hold.mounts
+        .sort_by_key(|(p, pv)| (pv.is_none(), p.as_os_str().len()));
+    hold
+}
+
+pub(crate) const CHECK_ID: &str = "storage_kernel_errors";
+
+impl Opts {
+    fn patterns(&self) -> Patterns {
+        Patterns {
+            critical: self.critical_pattern.clone(),
+            warning: self.warning_pattern.clone(),
+            exclude: self.exclude_pattern.clone(),
+        }
+    }
+}
+
+/// Drop the kept events dated in the future (beyond a small slack); returns how many. A record's
+/// wall time is mapped from the kernel's monotonic clock at read time, so it is never later than
+/// now: a future one comes from a clock set back or a state file that is not this node's, and
+/// kept, it would raise an alert until the clock catches up with it.
+pub fn drop_future_events(events: &mut Vec<Event>, now: i64) -> usize {
+    state::drop_future(events, now, |e| e.t)
+}
+
+/// True when a saved position `after` cannot be this log's: the whole log was read and its
+/// newest record (`max_seq`, `None` for an empty log) is older than the position (pure).
+pub fn position_beyond_log(after: u64, max_seq: Option<u64>, complete: bool) -> bool {
+    complete && max_seq.is_none_or(|m| m < after)
+}
+
+/// Storage events kept (in the state and for the answer): the newest ones.
+const MAX_EVENTS: usize = 5000;
+
+/// Where the log is and what a pass over it keeps: one run's fixed inputs.
+struct LogRead<'a> {
+    path: PathBuf,
+    /// The node's own /dev/kmsg (privilege may serve it), not a file the caller named.
+    own: bool,
+    host: &'a Host,
+    patterns: Patterns,
+    window_ms: i64,
+    mono_now: u64,
+    now: i64,
+    deadline: Instant,
+}
+
+/// One pass over the kernel log.
+struct Pass {
+    stats: kmsg::ReadStats,
+    records: u64,
+    first_seq: Option<u64>,
+    max_seq: Option<u64>,
+}
+
+impl LogRead<'_> {
+    /// Read every record after `after`, classifying the kernel's own storage records of the
+    /// window into `events` (the newest [`MAX_EVENTS`] at most).
+    fn pass(&self, after: Option<u64>, events: &mut Vec<Event>) -> Result<Pass, Unknown> {
+        let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
+        // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
+        let res = node::privilege::elevated_if(self.own, || {
+            kmsg::read(&self.path, self.deadline, |r| {
+                records += 1;
+                first_seq.get_or_insert(r.seq);
+                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                    return;
+                }
+                let t = kmsg::wall_ms(r.usec, self.mono_now, self.now);
+                if self.window_ms > 0 && t < self.now - self.window_ms {
+                    return;
+                }
+                if let Some((cat, dev)) = self.patterns.classify(&r.text) {
+                    events.push(Event {
+                        seq: r.seq,
+                        t,
+                        category: cat.label().to_string(),
+                        device: dev,
+                        text: r.text.clone(),
+                    });
+                    // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
+                    // log of nothing but errors cannot grow memory without bound.
+                    if events.len() >= 2 * MAX_EVENTS {
+                        events.drain(..events.len() - MAX_EVENTS);
+                    }
+                }
+            })
+        });
+        let stats = match res {
+            Ok(s) => s,
+            Err(kmsg::KmsgError::Permission(e)) => {
+                let restrict = self
+                    .host
+                    .proc_sys("kernel/dmesg_restrict")
+                    .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
+                    .unwrap_or_default();
+                return Err(Unknown(format!(
+                    "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
+                    self.path.display(),
+                    node::errtext(&e)
+                )));
+            }
+            Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
+        };
+        Ok(Pass {
+            stats,
+            records,
+            first_seq,
+            max_seq,
+        })
+    }
+}
+
+/// The last run's state when it is this boot's (a state of another boot is named in `notes`),
+/// without kept records dated in the future.
+fn load_state(
+    path: Option<&Path>,
+    boot_id: &Option<String>,
+    now: i64,
+    notes: &mut Vec<String>,
+) -> KmsgState {
+    let mut st = KmsgState::default();
+    if let Some(p) = path {
+        match state::load::<KmsgState>(p) {
+            Ok(Some(s)) => {
+                if s.boot_id.is_some() && s.boot_id == *boot_id {
+                    st = s;
+                } else {
+                    notes.push("the node rebooted since the last run (new boot id): the kernel log is read afresh".into());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => notes.push(e),
+        }
+    }
+    let future = drop_future_events(&mut st.events, now);
+    if future > 0 {
+        notes.push(format!(
+            "state file {}: {future} kept record(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+            path.unwrap_or(Path::new("?")).display()
+        ));
+    }
+    st
+}
+
+/// Map each device the kept records name to what it holds (sysfs and the device-usage map).
+fn map_devices(opts: &Opts, host: &Host, roots: &[PathBuf], ctx: &Ctx, data: &mut Data) {
+    let devices: BTreeSet<Device> = data
+        .events
+        .iter()
+        .filter_map(|e| e.device.clone())
+        .collect();
+    if devices.is_empty() {
+        return;
+    }
+    ctx.stage("mapping devices to mounts");
+    let mi_path = opts.mountinfo.path(host);
+    let sys = opts.sys.path(host);
+    match DeviceUsage::read(&mi_path, roots, Scope::All) {
+        Ok(usage) => {
+            for d in devices {
+                let h = resolve(&d, &sys, &usage, host);
+                ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
+                data.holdings.insert(d, h);
+            }
+        }
+        Err(e) => data
+            .notes
+            .push(format!("devices not mapped to mounts: {e}")),
+    }
+}
+
+/// Read, classify, resolve.
+pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown> {
+    let host = opts.host.host();
+    // A mistyped --kubelet-root is a usage mistake even when no record needs mapping.
+    let roots = opts.kubelet_root.resolve_if_any(&host)?;
+    let (mono_now, now) = kmsg::clocks();
+    let log = LogRead {
+        path: opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg")),
+        own: opts.kmsg.is_none() && host.is_local(),
+        host: &host,
+        patterns: opts.patterns(),
+        window_ms: opts.window.as_millis() as i64,
+        mono_now,
+        now,
+        deadline,
+    };
+    let mut data = Data {
+        complete: true,
+        ..Default::default()
+    };
+    let boot_id = host.proc_sys("kernel/random/boot_id");
+    let state_path = opts
+        .state_dir
+        .as_ref()
+        .map(|d| state::path(d, CHECK_ID, &log.path.display().to_string()));
+    let mut st = load_state(state_path.as_deref(), &boot_id, now, &mut data.notes);
+    let mut after = st.last_seq;
+    let mut events = std::mem::take(&mut st.events);
+    ctx.stage(format!("reading {}", log.path.display()));
+    let pass = loop {
+        let pass = log.pass(after, &mut events)?;
+        data.records = pass.records;
+        if let Some(a) =
+            after.filter(|&a| position_beyond_log(a, pass.max_seq, pass.stats.complete))
+        {
+            // The newest record is never overwritten, so a saved position past it is not this
+            // log's: keeping it would skip every record until the kernel catches up with it
+            // (never, for a corrupted number). Drop the state and read the log again from its start.
+            data.notes.push(format!(
+                "state file {}: its last sequence number {a} is beyond the end of the kernel log (last record {}): the state is not this log's; read afresh",
+                state_path.as_deref().unwrap_or(Path::new("?")).display(),
+                pass.max_seq.map_or("none".to_string(), |m| m.to_string())
+            ));
+            after = None;
+            events.clear();
+            continue;
+        }
+        break pass;
+    };
+    let last_seq = match (after, pass.max_seq) {
+        (Some(a), Some(m)) => Some(a.max(m)),
+        (a, m) => a.or(m),
+    };
+    if let (Some(a), Some(f)) = (after, pass.first_seq) {
+        if f > a + 1 {
+            data.notes.push(format!(
+                "{} records were overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
+                f - a - 1,
+                a + 1,
+                f - 1
+            ));
+        }
+    }
+    data.overwritten = pass.stats.overwritten;
+    data.complete = pass.stats.complete;
+    if log.window_ms > 0 {
+        events.retain(|e| e.t >= now - log.window_ms);
+    }
+    if events.len() > MAX_EVENTS {
+        events.drain(..events.len() - MAX_EVENTS);
+    }
+    // Save before resolving (resolution reads sysfs and the mount table only).
+    if let Some(p) = &state_path {
+        let s = KmsgState {
+            boot_id: boot_id.clone(),
+            last_seq,
+            events: events.clone(),
+        };
+        if let Err(e) = state::save(p, &s) {
+            // A refused directory was already named when loading.
+            if !data.notes.contains(&e) {
+                data.notes.push(e);
+            }
+        }
+    }
+    ctx.debug(format!(
+        "{}: {} records, last seq {:?}, {} storage events kept",
+        log.path.display(),
+        pass.stats.records,
+        last_seq,
+        events.len()
+    ));
+    data.events = events;
+    map_devices(opts, &host, &roots, ctx, &mut data);
+    Ok(data)
+}

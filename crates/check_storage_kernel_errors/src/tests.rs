@@ -1,0 +1,361 @@
+//! evaluate() on in-memory records and holdings; gather() and the device mapping on files.
+
+use super::*;
+use crate::classify::{Category, Device};
+use crate::gather::CHECK_ID;
+use kube::names::Names;
+use node::logs::state;
+use node::usage::{DeviceUsage, Scope};
+use node::Host;
+use plugin::Status;
+use std::path::Path;
+
+const MIN: i64 = 60_000;
+
+fn ev(seq: u64, t: i64, text: &str) -> Event {
+    let (c, d) = classify::classify(text).unwrap();
+    Event {
+        seq,
+        t,
+        category: c.label().into(),
+        device: d,
+        text: text.into(),
+    }
+}
+
+fn data(events: Vec<Event>) -> Data {
+    Data {
+        events,
+        records: 100,
+        complete: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn quiet_log_is_ok_with_every_counter() {
+    let r = evaluate(&data(vec![]), 15 * MIN, 100 * MIN);
+    assert_eq!(r.status, Status::Ok);
+    assert!(r
+        .summary
+        .contains("no storage errors in the last 15m (100 records read)"));
+    // One counter per category, the records read, and the headline count -w/-c apply to.
+    assert_eq!(r.perfdata.len(), Category::ALL.len() + 2);
+    assert_eq!(r.perfdata[Category::ALL.len()].label, "records");
+    assert_eq!(r.perfdata.last().unwrap().label, "storage_errors");
+    assert_eq!(r.perfdata.last().unwrap().value, 0.0);
+}
+
+#[test]
+fn incident_sequence_is_critical_and_mapped_to_the_pv() {
+    let now = 100 * MIN;
+    let mut d = data(vec![
+        ev(
+            1,
+            now - 5 * MIN,
+            " connection3:0: detected conn error (1020)",
+        ),
+        ev(
+            2,
+            now - 3 * MIN,
+            " session3: session recovery timed out after 120 secs",
+        ),
+        ev(
+            3,
+            now - 3 * MIN,
+            "sd 3:0:0:0: rejecting I/O to offline device",
+        ),
+        ev(4, now - 3 * MIN, "Aborting journal on device sde-8."),
+        ev(
+            5,
+            now - 3 * MIN,
+            "EXT4-fs (sde): Remounting filesystem read-only",
+        ),
+    ]);
+    let h = Holding {
+        disks: vec!["sde".into()],
+        mounts: vec![(
+            PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-746b2837/mount"),
+            Some("pvc-746b2837".into()),
+        )],
+    };
+    d.holdings.insert(Device::Block("sde".into()), h.clone());
+    d.holdings.insert(Device::IscsiSession(3), h);
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Critical);
+    assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
+    let p = |l: &str| r.perfdata.iter().find(|p| p.label == l).unwrap().value;
+    assert_eq!(p("iscsi_conn_error"), 1.0);
+    assert_eq!(p("remount_ro"), 1.0);
+    assert_eq!(p("scsi_offline"), 1.0);
+    assert_eq!(p("io_error"), 0.0);
+    assert!(r.findings.iter().any(|f| f
+        .details
+        .iter()
+        .any(|d| d.contains("mounted at /var/lib/kubelet/pods/u"))));
+}
+
+#[test]
+fn volumes_hit_are_named_and_wanted() {
+    let now = 100 * MIN;
+    let mut d = data(vec![
+        ev(
+            1,
+            now - 3 * MIN,
+            "EXT4-fs (sde): Remounting filesystem read-only",
+        ),
+        // Outside the window: its volume is not looked up.
+        ev(
+            2,
+            now - 30 * MIN,
+            "EXT4-fs (sdf): Remounting filesystem read-only",
+        ),
+    ]);
+    let mp = |uid: &str, pv: &str| {
+        PathBuf::from(format!(
+            "/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~csi/{pv}/mount"
+        ))
+    };
+    d.holdings.insert(
+        Device::Block("sde".into()),
+        Holding {
+            disks: vec!["sde".into()],
+            mounts: vec![(mp("3c2b", "pvc-746b2837"), Some("pvc-746b2837".into()))],
+        },
+    );
+    d.holdings.insert(
+        Device::Block("sdf".into()),
+        Holding {
+            disks: vec!["sdf".into()],
+            mounts: vec![(mp("9999", "pvc-old"), Some("pvc-old".into()))],
+        },
+    );
+    let w = wanted(&d, 15 * MIN, now);
+    assert_eq!(w.pvs.iter().collect::<Vec<_>>(), ["pvc-746b2837"]);
+    assert_eq!(w.pod_uids.iter().collect::<Vec<_>>(), ["3c2b"]);
+    let mut names = Names::default();
+    names.claims.insert(
+        "pvc-746b2837".into(),
+        ("media".into(), "config-seerr-0".into()),
+    );
+    names.pods.insert(
+        "3c2b".into(),
+        kube::names::PodName {
+            namespace: "media".into(),
+            name: "seerr-0".into(),
+            node: None,
+        },
+    );
+    names.notes.push("resolver note".into());
+    let r = evaluate_named(&d, 15 * MIN, now, &names);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.summary
+            .contains("sde → media/seerr-0 (PVC media/config-seerr-0, pvc-746b2837)"),
+        "{}",
+        r.summary
+    );
+    assert_eq!(r.notes.last().map(String::as_str), Some("resolver note"));
+    // Without names: as before.
+    let r = evaluate(&d, 15 * MIN, now);
+    assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
+    assert_eq!(
+        node::kubelet::pod_uid_in(Path::new("/k/pods/u1/volumeDevices/kubernetes.io~csi/pv")),
+        Some("u1".into())
+    );
+    assert_eq!(
+        node::kubelet::pod_uid_in(Path::new("/k/plugins/x/globalmount")),
+        None
+    );
+}
+
+#[test]
+fn io_and_connection_errors_warn() {
+    let now = 100 * MIN;
+    let r = evaluate(
+        &data(vec![ev(
+            1,
+            now - MIN,
+            "I/O error, dev sdc, sector 8 op 0x1:(WRITE) flags 0x0",
+        )]),
+        15 * MIN,
+        now,
+    );
+    assert_eq!(r.status, Status::Warning);
+    assert!(r.summary.contains("I/O error on sdc"));
+}
+
+#[test]
+fn window_and_duplicates() {
+    let now = 100 * MIN;
+    let old = ev(
+        1,
+        now - 20 * MIN,
+        "EXT4-fs (sdc): Remounting filesystem read-only",
+    );
+    assert_eq!(
+        evaluate(&data(vec![old.clone()]), 15 * MIN, now).status,
+        Status::Ok
+    );
+    // Window 0 = everything.
+    assert_eq!(
+        evaluate(&data(vec![old.clone()]), 0, now).status,
+        Status::Critical
+    );
+    // The same record twice (state + re-read) counts once.
+    let e = ev(2, now - MIN, "I/O error, dev sdc, sector 8");
+    let r = evaluate(&data(vec![e.clone(), e]), 15 * MIN, now);
+    assert_eq!(
+        r.perfdata
+            .iter()
+            .find(|p| p.label == "io_error")
+            .unwrap()
+            .value,
+        1.0
+    );
+}
+
+#[test]
+fn incomplete_quiet_read_is_unknown() {
+    let mut d = data(vec![]);
+    d.complete = false;
+    assert_eq!(evaluate(&d, 15 * MIN, 100 * MIN).status, Status::Unknown);
+}
+
+#[test]
+fn resolve_partitions_and_names() {
+    let dir = std::env::temp_dir().join(format!("kerr-sys-{}", std::process::id()));
+    let sys = dir.join("sys");
+    std::fs::create_dir_all(sys.join("class/block/sdc/sdc1")).unwrap();
+    std::fs::write(sys.join("class/block/sdc/dev"), "8:32\n").unwrap();
+    std::fs::write(sys.join("class/block/sdc/sdc1/partition"), "1\n").unwrap();
+    std::fs::create_dir_all(sys.join("class/block/sdc1")).unwrap();
+    std::fs::write(sys.join("class/block/sdc1/dev"), "8:33\n").unwrap();
+    let mi = "30 1 8:33 / /var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-x/globalmount rw - ext4 /dev/sdc1 rw\n\
+              31 1 8:33 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-x/mount rw - ext4 /dev/sdc1 rw\n\
+              32 1 8:0 / / rw - ext4 /dev/sda1 rw\n";
+    let roots = vec![PathBuf::from("/var/lib/kubelet")];
+    let mounts = DeviceUsage::parse(mi, "test", &roots, Scope::All).unwrap();
+    let h = resolve(&Device::Block("sdc".into()), &sys, &mounts, &Host::local());
+    assert_eq!(h.mounts.len(), 2);
+    assert!(h
+        .mounts
+        .iter()
+        .all(|(_, pv)| pv.as_deref() == Some("pvc-x")));
+    let h = resolve(&Device::Block("sdz".into()), &sys, &mounts, &Host::local());
+    assert!(h.mounts.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_saved_position_past_the_newest_record_is_not_this_logs() {
+    // Read to the end, newest record older than the position: a foreign or corrupted state.
+    assert!(position_beyond_log(4_000_000_000, Some(2), true));
+    assert!(position_beyond_log(3, Some(2), true));
+    assert!(position_beyond_log(3, None, true));
+    // Nothing new since the last run: the newest record is the saved one.
+    assert!(!position_beyond_log(2, Some(2), true));
+    assert!(!position_beyond_log(2, Some(9), true));
+    // Reading stopped at the deadline: the end was not seen, nothing can be said.
+    assert!(!position_beyond_log(3, Some(2), false));
+}
+
+#[test]
+fn kept_events_from_the_future_are_dropped() {
+    let now = 100 * MIN;
+    let mut evs = vec![
+        ev(1, now - MIN, "Aborting journal on device sdc-8."),
+        ev(2, now + MIN, "I/O error, dev sdc, sector 8"),
+        ev(
+            3,
+            now + 24 * 60 * MIN,
+            "EXT4-fs (sdz): Remounting filesystem read-only",
+        ),
+    ];
+    assert_eq!(drop_future_events(&mut evs, now), 1);
+    assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+}
+
+/// The state of a run before: a position beyond the log's end, a record from tomorrow.
+#[test]
+fn gather_reads_afresh_past_a_foreign_position_and_rewrites_the_state() {
+    use clap::Parser;
+    let dir = std::env::temp_dir().join(format!("kerr-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let kmsg = dir.join("kmsg");
+    std::fs::write(
+        &kmsg,
+        "6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk\n3,2,2000,-;Aborting journal on device sdc-8.\n",
+    )
+    .unwrap();
+    let opts = Opts::try_parse_from([
+        "check_storage_kernel_errors",
+        "--kmsg",
+        kmsg.to_str().unwrap(),
+        "--state-dir",
+        dir.join("state").to_str().unwrap(),
+        "--window",
+        "0",
+        "--mountinfo",
+        "/nonexistent",
+        "--sys",
+        "/nonexistent",
+    ])
+    .unwrap();
+    let sp = state::path(&dir.join("state"), CHECK_ID, &kmsg.display().to_string());
+    let boot_id = Host::local().proc_sys("kernel/random/boot_id");
+    let tomorrow = time::now_ms() + 24 * 60 * MIN;
+    let mut ghost = ev(
+        1,
+        tomorrow,
+        "EXT4-fs (sdz): Remounting filesystem read-only",
+    );
+    ghost.seq = 3_999_999_999;
+    state::save(
+        &sp,
+        &KmsgState {
+            boot_id: boot_id.clone(),
+            last_seq: Some(4_000_000_000),
+            events: vec![ghost],
+        },
+    )
+    .unwrap();
+    let gather_now = || {
+        gather(
+            &opts,
+            &Ctx::for_test(Duration::from_secs(10)),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap()
+    };
+    let d = gather_now();
+    assert_eq!(d.records, 2);
+    assert_eq!(
+        d.events.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+        ["Aborting journal on device sdc-8."],
+        "{d:?}"
+    );
+    if boot_id.is_some() {
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("beyond the end of the kernel log")),
+            "{:?}",
+            d.notes
+        );
+        assert!(d.notes.iter().any(|n| n.contains("dated in the future")));
+    }
+    let saved: KmsgState = state::load(&sp).unwrap().unwrap();
+    assert_eq!(saved.last_seq, Some(2));
+    assert_eq!(saved.events.len(), 1);
+    // The next run starts from the rewritten state: nothing new, the finding kept, no note.
+    let d = gather_now();
+    assert_eq!(d.events.len(), 1);
+    assert!(
+        !d.notes.iter().any(|n| n.contains("state")),
+        "{:?}",
+        d.notes
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
