@@ -45,7 +45,9 @@ fn every_name_in_the_build_directory_runs_its_own_check() {
         let first = Cmd::new(bin(PROGRAM)).args([&c, "--help"]).run();
         assert_eq!((first.code, &first.stdout), (3, &help.stdout), "{c}");
     }
-    let runner = Cmd::check("k8s-storage-checks-textfile").arg("--help").run();
+    let runner = Cmd::check("k8s-storage-checks-textfile")
+        .arg("--help")
+        .run();
     assert!(runner.stdout.contains("--plugin-dir"), "{runner:?}");
     let sub = Cmd::new(bin(PROGRAM)).args(["textfile", "--help"]).run();
     assert!(sub.stdout.contains("--plugin-dir"), "{sub:?}");
@@ -70,8 +72,7 @@ fn the_program_answers_for_itself_and_unknown_names_are_unknown() {
     }
     let out = Cmd::new(bin(PROGRAM)).arg("check_nope").run();
     assert!(
-        out.first_line()
-            .contains("no check named 'check_nope'")
+        out.first_line().contains("no check named 'check_nope'")
             && out.first_line().contains("check_ro_pvc_mounts"),
         "{out:?}"
     );
@@ -209,6 +210,12 @@ fn a_copy_keeps_only_the_capabilities_of_the_check_it_runs() {
     };
     let program = copy(PROGRAM);
     let as_check = copy("check_ro_pvc_mounts");
+    // An empty kubelet root anyone may read (the check looks for it before its mount table).
+    let kubelet = lab.path().join("kubelet");
+    std::fs::create_dir_all(kubelet.join("pods")).unwrap();
+    chmod(&kubelet, 0o755);
+    chmod(&kubelet.join("pods"), 0o755);
+    let kubelet_s = kubelet.to_str().unwrap();
     let fifo_s = fifo.to_str().unwrap();
     let cases: [(&Path, Vec<&str>, u64); 3] = [
         // First argument: a check that needs nothing keeps nothing.
@@ -228,13 +235,28 @@ fn a_copy_keeps_only_the_capabilities_of_the_check_it_runs() {
         // First argument: the kubelet check keeps CAP_DAC_READ_SEARCH, not CAP_SYSLOG.
         (
             &program,
-            vec!["check_ro_pvc_mounts", "--mountinfo", fifo_s, "-t", "10"],
+            vec![
+                "check_ro_pvc_mounts",
+                "--kubelet-root",
+                kubelet_s,
+                "--mountinfo",
+                fifo_s,
+                "-t",
+                "10",
+            ],
             CAP_DAC_READ_SEARCH,
         ),
         // The name it is called by: the same.
         (
             &as_check,
-            vec!["--mountinfo", fifo_s, "-t", "10"],
+            vec![
+                "--kubelet-root",
+                kubelet_s,
+                "--mountinfo",
+                fifo_s,
+                "-t",
+                "10",
+            ],
             CAP_DAC_READ_SEARCH,
         ),
     ];
