@@ -1,17 +1,23 @@
-# make                      build the static release binaries (./build-static: musl, installing the
+# make                      build the static release program (./build-static: musl, installing the
 #                           target with rustup when it can, else static glibc; it says which)
-# make install              install them where NRPE looks, and the checks' run directory
-# make install-caps         then give the privileged checks their file capabilities
+# make install              install it where NRPE looks, and the checks' run directory
+# make install-caps         then give the privileged copies their file capabilities
 #   PLUGINDIR=/usr/lib/nagios/plugins (default; /usr/lib64/nagios/plugins on RHEL-likes)
 #   AGENT_USER=nagios AGENT_GROUP=nagios (the user NRPE/Icinga runs the checks as; RHEL: nrpe)
 #   DESTDIR=/staging/root   (prefix for packaging)
 #   INSTALL_OWNER=          (staging as a non-root user: no chown; the package sets the owner)
 #
-# Only the agent may run a privileged binary: the checks that get a file capability (or a sudo
-# rule, in the role's sudo mode) are installed root:$(AGENT_GROUP) 0750, every other one
-# root:root 0755. The checks refuse to run with more privilege than their real user unless that
-# user is root or in the group owning the binary. The capabilities are applied by install-caps
-# (a capability is lost whenever the file is replaced or chowned: run it after every install).
+# One program, k8s-storage-checks, is every check (it runs the check it is called by). A file
+# capability belongs to the file, so it is installed once per capability set, as `k8s-storage-checks
+# --list` says: k8s-storage-checks (none), k8s-storage-checks-cap_dac_read_search,
+# k8s-storage-checks-cap_syslog; each check's name is a hard link to the copy with exactly the
+# capabilities it needs (so `getcap <check>` and the file's mode answer for the name itself).
+# Only the agent may run a privileged copy: the copies with a capability (or a sudo rule, in the
+# role's sudo mode) are installed root:$(AGENT_GROUP) 0750, the plain one root:root 0755. The
+# checks refuse to run with more privilege than their real user unless that user is root or in
+# the group owning the file, and a copy keeps only the capabilities of the check it runs. The
+# capabilities are applied by install-caps (a capability is lost whenever the file is replaced or
+# chowned: run it after every install).
 # make deb                  Debian package (packaging/mkdeb; plain dpkg-deb), in target/packages/
 # make dist                 release tarball + .sha256 for the Ansible role (packaging/mkdist)
 PLUGINDIR ?= /usr/lib/nagios/plugins
@@ -22,25 +28,28 @@ INSTALL_OWNER ?= -o root -g $(AGENT_GROUP)
 # Stuck-probe markers (owned by the agent user, 0750), recreated at boot through tmpfiles.d.
 RUNDIR ?= /run/k8s-storage-checks
 TMPFILESDIR ?= /etc/tmpfiles.d
-# The privileged checks and their capabilities (the Ansible role's k8s_storage_checks_capabilities).
-PRIVILEGED := check_ro_pvc_mounts check_stale_csi_mounts check_storage_kernel_errors
-CAPS_check_ro_pvc_mounts := cap_dac_read_search
-CAPS_check_stale_csi_mounts := cap_dac_read_search
-CAPS_check_storage_kernel_errors := cap_syslog
-# Where ./build-static puts them (evaluated when used, after the build).
+# Where ./build-static puts the program (evaluated when used, after the build).
 BIN = $(shell ./build-static --print-dir)
-CHECKS := $(notdir $(wildcard crates/check_*))
+PROGRAM := k8s-storage-checks
 
 all:
 	./build-static >/dev/null
 
+# Each copy first, then every check name as a hard link to its copy (installing a copy replaces
+# its file, so the links are made again every time).
 install: all
 	install -d $(DESTDIR)$(PLUGINDIR)
-	for c in $(CHECKS); do \
-	    case " $(PRIVILEGED) " in \
-	    *" $$c "*) install $(INSTALL_OWNER) -m 0750 $(BIN)/$$c $(DESTDIR)$(PLUGINDIR)/$$c ;; \
-	    *) install -m 0755 $(BIN)/$$c $(DESTDIR)$(PLUGINDIR)/$$c ;; \
-	    esac || exit 1; \
+	test -x $(BIN)/$(PROGRAM)
+	$(BIN)/$(PROGRAM) --list | while read -r name copy caps; do echo "$$copy $$caps"; done | sort -u \
+	| while read -r copy caps; do \
+	    if [ -n "$$caps" ]; then \
+	        install $(INSTALL_OWNER) -m 0750 $(BIN)/$(PROGRAM) $(DESTDIR)$(PLUGINDIR)/$$copy; \
+	    else \
+	        install -m 0755 $(BIN)/$(PROGRAM) $(DESTDIR)$(PLUGINDIR)/$$copy; \
+	    fi || exit 1; \
+	done
+	$(BIN)/$(PROGRAM) --list | while read -r name copy caps; do \
+	    case $$name in check_*) ln -f $(DESTDIR)$(PLUGINDIR)/$$copy $(DESTDIR)$(PLUGINDIR)/$$name || exit 1 ;; esac; \
 	done
 	install -d $(DESTDIR)$(TMPFILESDIR)
 	printf '# k8s-storage-checks: stuck-probe markers, owned by the agent user.\nd %s 0750 %s %s -\n' \
@@ -48,8 +57,12 @@ install: all
 	chmod 0644 $(DESTDIR)$(TMPFILESDIR)/k8s-storage-checks.conf
 	if [ -z "$(DESTDIR)" ]; then install -d -o $(AGENT_USER) -g $(AGENT_GROUP) -m 0750 $(RUNDIR); fi
 
+# The installed program says which copy gets which capabilities.
 install-caps:
-	$(foreach c,$(filter $(PRIVILEGED),$(CHECKS)),setcap $(CAPS_$(c))=ep $(DESTDIR)$(PLUGINDIR)/$(c) &&) true
+	test -x $(DESTDIR)$(PLUGINDIR)/$(PROGRAM)
+	$(DESTDIR)$(PLUGINDIR)/$(PROGRAM) --list | while read -r name copy caps; do \
+	    [ -z "$$caps" ] || setcap "$$caps=ep" $(DESTDIR)$(PLUGINDIR)/$$copy || exit 1; \
+	done
 
 deb:
 	packaging/mkdeb

@@ -2,7 +2,8 @@
 #   bin      the static release binaries (./build-static, or $BIN_DIR when given: prebuilt)
 #   out      where packages go ($OUT_DIR, default <target dir>/packages)
 #   version  the workspace version (Cargo.toml [workspace.package])
-#   checks   the check binaries (crates/check_*)
+#   checks   the check names (crates/check_*), each a link to the program in $bin
+#   program  the one program they all run (k8s-storage-checks)
 set -eu
 cd "$(dirname "$0")/.."
 if [ -n "${BIN_DIR-}" ]; then
@@ -14,7 +15,8 @@ out=${OUT_DIR:-${CARGO_TARGET_DIR:-$(pwd)/target}/packages}
 mkdir -p "$out"
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 checks=$(cd crates && ls -d check_* | sort)
-for c in $checks; do
+program=k8s-storage-checks
+for c in $program $checks; do
     [ -x "$bin/$c" ] || { echo "$bin/$c missing" >&2; exit 1; }
 done
 # Reproducible archives: file times from the last commit when there is one.

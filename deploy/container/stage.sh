@@ -5,8 +5,9 @@
 #
 #   stage.sh plain|nrpe BINDIR DEST [NRPE_D_CFG]
 #
-# plain: the static check binaries in /usr/lib/nagios/plugins (the same path as on an NRPE host,
-#        so nrpe.d command lines carry over) and the textfile runner in /usr/local/bin.
+# plain: the static program k8s-storage-checks in /usr/lib/nagios/plugins with each check's name
+#        linked to it (the same paths as on an NRPE host, so nrpe.d command lines carry over), and
+#        the textfile runner's name in /usr/local/bin, linked to it too.
 # nrpe:  the same, plus /usr/local/bin/nrpe-entrypoint, the default /etc/k8s-storage-checks/nrpe.cfg
 #        and /etc/nagios/nrpe.d/k8s-storage-checks.cfg: the suite's nrpe.d commands (NRPE_D_CFG,
 #        default nrpe.d/k8s-storage-checks.cfg of the repository) with --host-root /host added
@@ -26,15 +27,21 @@ case $variant in plain|nrpe) ;; *) echo "stage.sh: variant must be plain or nrpe
 
 install -d -m 0755 "$dest/usr/lib/nagios/plugins" "$dest/usr/local/bin" "$dest/host" \
     "$dest/var/lib/k8s-storage-checks" "$dest/textfile"
+# The one program (k8s-storage-checks) once, each check's name and the runner's a relative
+# symbolic link to it (no file capabilities in the image: the pod's capabilities apply).
+prog=k8s-storage-checks
+[ -x "$bindir/$prog" ] || { echo "stage.sh: no $prog in $bindir" >&2; exit 1; }
+install -m 0755 "$bindir/$prog" "$dest/usr/lib/nagios/plugins/$prog"
+"$bindir/$prog" --list > "$dest/.names"
 n=0
-for b in "$bindir"/check_*; do
-    case $(basename "$b") in *.*) continue;; esac   # check_x.d dependency files
-    [ -f "$b" ] && [ -x "$b" ] || continue
-    install -m 0755 "$b" "$dest/usr/lib/nagios/plugins/"
-    n=$((n + 1))
-done
-[ "$n" -gt 0 ] || { echo "stage.sh: no check_* binaries in $bindir" >&2; exit 1; }
-install -m 0755 "$bindir/k8s-storage-checks-textfile" "$dest/usr/local/bin/"
+while read -r name _; do
+    case $name in
+    check_*) ln -sfn "$prog" "$dest/usr/lib/nagios/plugins/$name"; n=$((n + 1)) ;;
+    *) ln -sfn "../../lib/nagios/plugins/$prog" "$dest/usr/local/bin/$name" ;;
+    esac
+done < "$dest/.names"
+rm -f "$dest/.names"
+[ "$n" -gt 0 ] || { echo "stage.sh: $bindir/$prog --list names no check" >&2; exit 1; }
 
 # Checks that need the pod's capabilities in the NRPE image (the kubelet's directories, the host's
 # mount namespace, /dev/kmsg, the host's journal); the others run as nagios with none.

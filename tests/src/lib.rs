@@ -37,10 +37,11 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Directory holding the release binaries, built once per test process by `./build-static
+/// Directory holding the release program, built once per test process by `./build-static
 /// --no-install` (the one place that decides the release target: static musl when its target is
-/// installed, else static glibc; it never installs a toolchain target from a test run).
-/// `E2E_BIN_DIR` points at prebuilt ones instead.
+/// installed, else static glibc; it never installs a toolchain target from a test run), with
+/// every check's name and the textfile runner's as a link to it: tests run the checks by their
+/// names. `E2E_BIN_DIR` points at a prebuilt one instead.
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -65,7 +66,8 @@ pub fn bin_dir() -> PathBuf {
     .clone()
 }
 
-/// Path of a release binary of the suite.
+/// Path of a release binary of the suite: a check's name (a link to the one program), the
+/// textfile runner's, or `k8s-storage-checks` itself.
 pub fn bin(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
     assert!(p.exists(), "{} was not built", p.display());

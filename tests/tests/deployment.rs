@@ -43,6 +43,14 @@ const PRIVILEGED: [(&str, &str); 3] = [
     ("check_storage_kernel_errors", "cap_syslog"),
 ];
 
+/// The one program every check name runs, and its installed copies: one per capability set.
+const PROGRAM: &str = "k8s-storage-checks";
+const COPIES: [&str; 3] = [
+    PROGRAM,
+    "k8s-storage-checks-cap_dac_read_search",
+    "k8s-storage-checks-cap_syslog",
+];
+
 fn is_privileged(check: &str) -> bool {
     PRIVILEGED.iter().any(|(c, _)| *c == check)
 }
@@ -79,6 +87,18 @@ fn assert_installed_modes(plugin_dir: &Path, checks: &[String], agent_group: &st
             "{}: owner, group, mode (privileged: {})",
             p.display(),
             is_privileged(c)
+        );
+        // The name is a hard link to the program's copy with exactly its capability set.
+        let copy = match PRIVILEGED.iter().find(|(p, _)| p == c) {
+            Some((_, cap)) => format!("{PROGRAM}-{cap}"),
+            None => PROGRAM.to_string(),
+        };
+        let cm = std::fs::metadata(plugin_dir.join(&copy)).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&p).unwrap().is_file()
+                && (m.dev(), m.ino()) == (cm.dev(), cm.ino()),
+            "{} is not a hard link to {copy}",
+            p.display()
         );
     }
 }
@@ -244,6 +264,10 @@ impl Machine {
             .iter()
             .map(|c| Path::new(PLUGIN_DIR).join(c))
             .collect();
+        // The program's copies (one per capability set) the checks' names are linked to.
+        for copy in COPIES {
+            remove.push(Path::new(PLUGIN_DIR).join(copy));
+        }
         remove.push(Path::new(NRPE_D).join(NRPE_FILE));
         for p in [
             STATE_DIR,
@@ -787,7 +811,14 @@ fn role_on_this_machine(t: &str, mode: &str) {
     // The capability is what makes it work: the same binary without it, as nagios, cannot stat
     // the PV's mount point.
     if caps_mode && checks.iter().any(|c| c == "check_ro_pvc_mounts") {
-        let nocap = work.path().join("check_ro_pvc_mounts.nocap");
+        // (Named like the check: the one program runs the check it is called by.)
+        let nocap = work.path().join("nocap/check_ro_pvc_mounts");
+        std::fs::create_dir_all(nocap.parent().unwrap()).unwrap();
+        std::fs::set_permissions(
+            nocap.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
         std::fs::copy(bin_dir().join("check_ro_pvc_mounts"), &nocap).unwrap();
         std::fs::set_permissions(&nocap, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = ns
@@ -988,12 +1019,14 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
     );
 }
 
-/// The binaries of the suite that exist, packed like a release tarball (one top directory).
+/// The program and the names of the checks that exist, packed like a release tarball (one top
+/// directory; packaging/mkdist: the program and a symbolic link per name).
 fn release_tarball(work: &Path, checks: &[String]) -> PathBuf {
     let top = work.join("k8s-storage-checks-0.1.0");
     std::fs::create_dir_all(&top).unwrap();
+    std::fs::copy(bin_dir().join(PROGRAM), top.join(PROGRAM)).unwrap();
     for c in checks {
-        std::fs::copy(bin_dir().join(c), top.join(c)).unwrap();
+        std::os::unix::fs::symlink(PROGRAM, top.join(c)).unwrap();
     }
     let tarball = work.join("k8s-storage-checks-0.1.0-x86_64-linux.tar.gz");
     let out = Cmd::new("tar")

@@ -20,7 +20,7 @@ pub mod time;
 pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
 pub use report::{Finding, Perfdata, Report, Subject, Uom, SUBJECT_FIELDS};
-pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
+pub use runtime::{main, main_from, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
 pub use shell::shell_quote;
 pub use status::Status;
 

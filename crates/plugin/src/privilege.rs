@@ -219,9 +219,7 @@ impl Level {
 
     /// The binary's own privilege: every permitted capability effective, the effective ids.
     pub fn own() -> Level {
-        let permitted = capget()
-            .map(|d| d[0].permitted as u64 | (d[1].permitted as u64) << 32)
-            .unwrap_or(0);
+        let permitted = permitted();
         // SAFETY: plain id getters.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Level {
@@ -328,6 +326,44 @@ pub fn open_with(
 /// The whole content of a file a user named, read with the caller's privilege.
 pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     as_caller(|| std::fs::read(path))
+}
+
+/// The permitted capabilities of this process, as a mask (bit n: capability n).
+pub fn permitted() -> u64 {
+    capget()
+        .map(|d| d[0].permitted as u64 | (d[1].permitted as u64) << 32)
+        .unwrap_or(0)
+}
+
+/// Before any check code runs, when privileged: keep in the permitted, effective and inheritable
+/// sets only the capabilities in `needed` (bit n: capability n). A binary file carries one
+/// capability set for every name that runs it (links, a first-argument subcommand): this is what
+/// keeps a check from borrowing a capability another check of the same file needs. Lowering is
+/// always allowed and cannot be undone without another exec. Errors name what the kernel refused.
+pub fn keep_only(needed: u64) -> Result<(), String> {
+    if !secure() {
+        return Ok(());
+    }
+    let Some(mut d) = capget() else {
+        return Err(format!(
+            "cannot read this process's capabilities: {}",
+            std::io::Error::last_os_error()
+        ));
+    };
+    for (i, w) in d.iter_mut().enumerate() {
+        let keep = (needed >> (32 * i)) as u32;
+        w.permitted &= keep;
+        w.effective &= keep;
+        w.inheritable &= keep;
+    }
+    if capset(&d) && permitted() & !needed == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot drop the capabilities this check does not need: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
 }
 
 #[cfg(test)]

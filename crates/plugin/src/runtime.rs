@@ -418,8 +418,14 @@ fn value_kind(a: &clap::Arg, has_possible: bool) -> &'static str {
 /// /dev/null. On timeout the worker is killed (killable waits end at once) and abandoned to init
 /// if even that cannot end it.
 pub fn main<C: Check>() -> ! {
+    main_from::<C>(std::env::args_os())
+}
+
+/// [`main`] with the arguments given (the first one names the program, as `argv[0]` does): the
+/// entry point of the multicall binary, which dispatches on a name and passes the rest on.
+pub fn main_from<C: Check>(args: impl IntoIterator<Item = std::ffi::OsString>) -> ! {
     install_panic_hook(C::NAME, C::BINARY);
-    let code = match parse::<C, _, _>(std::env::args_os(), write_out) {
+    let code = match parse::<C, _, _>(args, write_out) {
         Ok(opts) => match privileged_start() {
             Ok(()) => run_forked(opts, write_out),
             Err(why) => refuse::<C>(opts.common(), why, write_out),

@@ -261,7 +261,13 @@ fn reap_orphans() {
 }
 
 pub fn main() -> i32 {
-    let o = match Opts::try_parse() {
+    main_from(std::env::args_os())
+}
+
+/// [`main`] with the arguments given (the first one names the program): the multicall binary's
+/// entry point for the runner.
+pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let o = match Opts::try_parse_from(args) {
         Ok(o) => o,
         Err(e) => {
             let _ = e.print();

@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_jiva_rep_crashloop::Opts>()
-}

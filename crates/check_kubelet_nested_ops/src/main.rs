@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_kubelet_nested_ops::Opts>()
-}

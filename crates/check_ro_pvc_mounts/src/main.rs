@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_ro_pvc_mounts::Opts>()
-}

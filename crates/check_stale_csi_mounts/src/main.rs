@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_stale_csi_mounts::Opts>()
-}

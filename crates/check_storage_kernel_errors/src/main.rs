@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_storage_kernel_errors::Opts>()
-}

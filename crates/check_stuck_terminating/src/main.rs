@@ -1,3 +1,0 @@
-fn main() {
-    plugin::main::<check_stuck_terminating::Opts>()
-}
