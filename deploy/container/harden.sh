@@ -1,8 +1,8 @@
 #!/bin/sh
 # The NRPE image's last step, run where the nagios group exists (the Containerfile's final stage;
 # tests/tests/container_mode.rs on its staged layer): the checks that nrpe runs through sudo
-# (the list stage.sh wrote) become root:nagios 0750, as on an agent host, and the sudoers drop-in
-# root:root 0440.
+# (the list stage.sh wrote) become hard links to one root:nagios 0750 copy of the program, as on
+# an agent host, and the sudoers drop-in root:root 0440.
 #
 #   harden.sh [ROOT [GROUP_FILE]]     (ROOT default /, GROUP_FILE default ROOT/etc/group)
 set -eu
@@ -11,12 +11,19 @@ groups=${2:-$root/etc/group}
 gid=$(awk -F: '$1 == "nagios" { print $3 }' "$groups")
 [ -n "$gid" ] || { echo "harden.sh: no nagios group in $groups" >&2; exit 1; }
 lib=$root/usr/local/lib/k8s-storage-checks
+plugins=$root/usr/lib/nagios/plugins
+# One copy of the program for the names with a sudo rule (each a hard link to it), so that the
+# program every other name links to stays root:root 0755.
+copy=$plugins/k8s-storage-checks-sudo
+cp "$plugins/k8s-storage-checks" "$copy.tmp"
+chown 0:"$gid" "$copy.tmp"
+chmod 0750 "$copy.tmp"
+mv -f "$copy.tmp" "$copy"
 n=0
 for c in $(cat "$lib/privileged"); do
-    b=$root/usr/lib/nagios/plugins/$c
+    b=$plugins/$c
     [ -e "$b" ] || continue
-    chown 0:"$gid" "$b"
-    chmod 0750 "$b"
+    ln -f "$copy" "$b"
     n=$((n + 1))
 done
 [ "$n" -gt 0 ] || { echo "harden.sh: none of $(cat "$lib/privileged") installed" >&2; exit 1; }

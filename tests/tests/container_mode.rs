@@ -1003,6 +1003,17 @@ fn nrpe_image_answers_check_nrpe() {
             p.display()
         );
     }
+    // ... while the program every other name runs stays root:root 0755.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(
+            layer
+                .path()
+                .join("usr/lib/nagios/plugins/check_stuck_scheduled"),
+        )
+        .unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 0, 0o755));
+    }
     // sudo refuses any other command line; run directly the check has no privilege: nothing of
     // the root-only file comes out either way.
     let shadow = std::fs::read_to_string(base.join("etc/shadow")).unwrap();
