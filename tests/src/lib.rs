@@ -193,6 +193,13 @@ impl Cmd {
         self.cmd.env_remove(k);
         self
     }
+    /// No credentials from the test host's environment: no `$KUBECONFIG`, no in-cluster service
+    /// host, no `~/.kube/config` (HOME points nowhere).
+    pub fn without_host_credentials(self) -> Cmd {
+        self.env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", "/nonexistent")
+    }
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Cmd {
         self.stdin = Some(data.into());
         self
@@ -444,6 +451,14 @@ impl KubeletTree {
         std::fs::write(dir.join("vol_data.json"), vd.to_string()).unwrap();
         dir.join("globalmount")
     }
+}
+
+/// Write a JSON document (a `kubectl get -o json` list, a PV list...) to `dir/name`; its path, as
+/// text for argument lists.
+pub fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+    p.to_str().expect("a UTF-8 temp path").to_string()
 }
 
 /// sha256 hex of a string via coreutils (the staging directory name of a volume handle).

@@ -15,19 +15,54 @@
 //! A reader-preferring lock: a test holding [`shared`] may take it again (a second namespace)
 //! while an exclusive test waits, and the thread holding [`exclusive`] gets its namespaces
 //! without waiting on itself.
+//!
+//! The machine is shared by every test process on it (two people's `cargo test`, the lead's run
+//! beside an engineer's): the process also holds `flock` on [`LOCK_FILE`] — exclusive while one
+//! of its tests is, shared while any of its tests is — so machine-changing tests of different
+//! processes do not overlap either.
 
+use nix::fcntl::{Flock, FlockArg};
 use std::cell::Cell;
+use std::fs::File;
 use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// The machine-wide lock between test processes.
+pub const LOCK_FILE: &str = "/tmp/k8s-storage-checks-e2e.lock";
 
 struct State {
     exclusive: bool,
     shared: usize,
+    /// This process's hold on [`LOCK_FILE`] (none when nothing is held, or the file cannot be
+    /// opened: then only this process's tests are ordered).
+    machine: Option<Flock<File>>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     exclusive: false,
     shared: 0,
+    machine: None,
 });
+
+/// Take the machine-wide lock (waiting for other processes); `None` when the lock file cannot be
+/// opened at all.
+fn machine_lock(how: FlockArg) -> Option<Flock<File>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(LOCK_FILE)
+        .or_else(|_| File::open(LOCK_FILE))
+        .ok()?;
+    let mut file = file;
+    loop {
+        match Flock::lock(file, how) {
+            Ok(l) => return Some(l),
+            Err((f, nix::errno::Errno::EINTR)) => file = f,
+            Err(_) => return None,
+        }
+    }
+}
 static CHANGED: Condvar = Condvar::new();
 
 thread_local! {
@@ -59,6 +94,8 @@ pub fn exclusive() -> Exclusive {
     while s.exclusive || s.shared > 0 {
         s = wait(s);
     }
+    // Nothing of this process holds the machine now: wait for the other processes.
+    s.machine = machine_lock(FlockArg::LockExclusive);
     s.exclusive = true;
     HOLDS_EXCLUSIVE.with(|h| h.set(true));
     Exclusive(())
@@ -67,6 +104,7 @@ pub fn exclusive() -> Exclusive {
 impl Drop for Exclusive {
     fn drop(&mut self) {
         let mut s = state();
+        s.machine = None;
         s.exclusive = false;
         HOLDS_EXCLUSIVE.with(|h| h.set(false));
         CHANGED.notify_all();
@@ -89,6 +127,9 @@ pub fn shared() -> Shared {
     while s.exclusive {
         s = wait(s);
     }
+    if s.shared == 0 {
+        s.machine = machine_lock(FlockArg::LockShared);
+    }
     s.shared += 1;
     Shared { counted: true }
 }
@@ -98,6 +139,9 @@ impl Drop for Shared {
         if self.counted {
             let mut s = state();
             s.shared -= 1;
+            if s.shared == 0 {
+                s.machine = None;
+            }
             CHANGED.notify_all();
         }
     }

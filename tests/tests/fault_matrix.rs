@@ -165,9 +165,7 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
         (None, false) => Cmd::new(&b),
     };
     cmd = cmd
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
+        .without_host_credentials()
         .args(["-t", &r.t.to_string(), verbosity(i)])
         .args(&r.args);
     let out = cmd.run();

@@ -1,7 +1,7 @@
 //! check_jiva_rep_crashloop end to end: the incident's crash-looping `*-jiva-rep-1` through
 //! `kubectl get pods -o json` and through the loopback API server.
 
-use e2e::apiserver::fixtures::{jiva_replica, kubectl_list, running, Rep};
+use e2e::apiserver::fixtures::{jiva_incident_replicas, jiva_replica, kubectl_list, running, Rep};
 use e2e::apiserver::{ApiServer, Fault, KubeAuth, KubeCa};
 use e2e::{Cmd, Output};
 use std::time::Duration;
@@ -12,28 +12,12 @@ const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
 const DAY: i64 = 86400;
 
 fn check(args: &[&str]) -> Output {
-    Cmd::check(BIN)
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
-        .args(args)
-        .run()
+    Cmd::check(BIN).without_host_credentials().args(args).run()
 }
 
 fn incident() -> Vec<serde_json::Value> {
-    vec![
-        jiva_replica(PV, 0, "k8s01", 60 * DAY, Rep::Healthy),
-        jiva_replica(
-            PV,
-            1,
-            "k8s03",
-            60 * DAY,
-            Rep::CrashLoop {
-                restarts: 92,
-                unready_secs: 14 * DAY,
-            },
-        ),
-        jiva_replica(PV, 2, "k8s02", 60 * DAY, Rep::Healthy),
+    let mut pods = jiva_incident_replicas(PV);
+    pods.extend([
         // Not replicas: the operator, a controller, and a workload elsewhere.
         running(
             "openebs",
@@ -48,7 +32,8 @@ fn incident() -> Vec<serde_json::Value> {
             3600,
         ),
         running("media", "radarr-0", "k8s02", 3600),
-    ]
+    ]);
+    pods
 }
 
 #[test]

@@ -26,6 +26,9 @@ mod privilege;
 mod structured_output;
 mod suite_options;
 
+// The code itself: the layers' rule.
+mod layers;
+
 // Shipping it: deployment files, packages, container mode, the engines, the quickstart.
 mod container_mode;
 mod deployment;

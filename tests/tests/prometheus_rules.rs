@@ -166,9 +166,7 @@ fn a_real_checks_answer_pages_through_the_rules_with_its_subject_labels() {
     )
     .unwrap();
     let out = Cmd::check("check_jiva_rep_crashloop")
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
+        .without_host_credentials()
         .arg("--pods-json")
         .arg(&pods)
         .args(["--format", "prometheus"])

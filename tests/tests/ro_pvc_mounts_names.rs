@@ -5,7 +5,7 @@
 
 use e2e::apiserver::fixtures::kubectl_list;
 use e2e::apiserver::{unused_addr, ApiServer, KubeAuth, KubeCa};
-use e2e::{need_root, KubeletTree, Ns, Output};
+use e2e::{need_root, write_json as write, KubeletTree, Ns, Output};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -77,18 +77,10 @@ fn volume(ns: &Ns, tree: &KubeletTree, work: &Path, pv: &str, uid: &str, opts: &
 
 fn run(ns: &Ns, tree: &KubeletTree, args: &[&str]) -> Output {
     ns.check("check_ro_pvc_mounts")
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
+        .without_host_credentials()
         .args(["--kubelet-root", tree.root.to_str().unwrap(), "-t", "20"])
         .args(args)
         .run()
-}
-
-fn write(dir: &Path, name: &str, v: &Value) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
-    p.to_str().unwrap().to_string()
 }
 
 #[test]

@@ -106,11 +106,7 @@ impl Env {
 
     /// The check in the namespace, with no credentials from the test host's environment.
     fn check(&self) -> Cmd {
-        self.ns
-            .check(BIN)
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", "/nonexistent")
+        self.ns.check(BIN).without_host_credentials()
     }
 
     fn run(&self, args: &[&str]) -> Output {

@@ -8,13 +8,13 @@
 //! how many it left out.
 
 use e2e::apiserver::fixtures::{
-    jiva_replica, kubectl_list, pod_event, running, scheduled_no_status, Rep,
+    jiva_incident_replicas, kubectl_list, pod_event, running, scheduled_no_status,
 };
 use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
 use e2e::apiserver::{ApiServer, Fault, KubeAuth, KubeCa};
 use e2e::logs::{klog_header, mount_refs_err, nested_op_msg, now_secs};
 use e2e::sysfs::{mountinfo_line, Session, Sysfs};
-use e2e::{need_root, need_tool, Cmd, KubeletTree, Ns, Output};
+use e2e::{need_root, need_tool, write_json, Cmd, KubeletTree, Ns, Output};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,10 +39,7 @@ const FIELDS: [&str; 11] = [
 
 /// A command with no credentials from the test host's environment.
 fn clean(c: Cmd) -> Cmd {
-    c.env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
-        .env("TZ", "UTC")
+    c.without_host_credentials().env("TZ", "UTC")
 }
 
 /// Run with `--format json`; the parsed answer (which must be one JSON object whose exit_code is
@@ -205,12 +202,6 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
 
 fn subject(f: &Value) -> Value {
     f["subject"].clone()
-}
-
-fn write_json(dir: &Path, name: &str, v: &Value) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
-    p.to_str().unwrap().to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -642,25 +633,11 @@ fn jiva_rep_crashloop_findings_name_replica_pod_node_and_pv() {
         return;
     }
     const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
-    const DAY: i64 = 86400;
     let dir = tempfile::tempdir().unwrap();
     let pods = write_json(
         dir.path(),
         "pods.json",
-        &kubectl_list(vec![
-            jiva_replica(PV, 0, "k8s01", 60 * DAY, Rep::Healthy),
-            jiva_replica(
-                PV,
-                1,
-                "k8s03",
-                60 * DAY,
-                Rep::CrashLoop {
-                    restarts: 92,
-                    unready_secs: 14 * DAY,
-                },
-            ),
-            jiva_replica(PV, 2, "k8s02", 60 * DAY, Rep::Healthy),
-        ]),
+        &kubectl_list(jiva_incident_replicas(PV)),
     );
     let run = || clean(Cmd::check("check_jiva_rep_crashloop")).args(["--pods-json", &pods]);
     let (out, v) = json_run(run());

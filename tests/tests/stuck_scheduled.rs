@@ -13,19 +13,12 @@ const BIN: &str = "check_stuck_scheduled";
 const NODE: &str = "worker-04";
 
 fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> std::path::PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
-    p
+    e2e::write_json(dir, name, v).into()
 }
 
 /// Run the check with a clean environment: no $KUBECONFIG or in-cluster hints from the test host.
 fn check(args: &[&str]) -> Output {
-    Cmd::check(BIN)
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
-        .args(args)
-        .run()
+    Cmd::check(BIN).without_host_credentials().args(args).run()
 }
 
 #[test]

@@ -4,9 +4,8 @@
 
 use e2e::apiserver::fixtures::{ago, kubectl_list, pod_event, running};
 use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
-use e2e::{Cmd, Output};
+use e2e::{write_json, Cmd, Output};
 use serde_json::{json, Value};
-use std::path::Path;
 
 const NAME: &str = "STUCK_TERMINATING";
 const BIN: &str = "check_stuck_terminating";
@@ -82,19 +81,8 @@ fn pods() -> Vec<Value> {
     ]
 }
 
-fn write_json(dir: &Path, name: &str, v: &Value) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
-    p.to_str().unwrap().to_string()
-}
-
 fn check(args: &[&str]) -> Output {
-    Cmd::check(BIN)
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
-        .args(args)
-        .run()
+    Cmd::check(BIN).without_host_credentials().args(args).run()
 }
 
 #[test]

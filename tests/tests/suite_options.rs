@@ -10,25 +10,16 @@ use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
 use e2e::apiserver::{ApiServer, KubeAuth, KubeCa};
 use e2e::logs::{klog_header, mount_refs_err, nested_op_msg, now_secs};
 use e2e::sysfs::{Session, Sysfs};
-use e2e::{all_checks, Cmd};
+use e2e::{all_checks, write_json, Cmd};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn status_name(check: &str) -> String {
     check.trim_start_matches("check_").to_uppercase()
 }
 
 fn api_free(bin: &str) -> Cmd {
-    Cmd::check(bin)
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
-}
-
-fn write_json(dir: &Path, name: &str, v: &Value) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
-    p.to_str().unwrap().to_string()
+    Cmd::check(bin).without_host_credentials()
 }
 
 /// monitoring-plugins' range cases (lib/tests/test_utils.c) on a headline value of 1:

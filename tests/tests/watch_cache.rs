@@ -20,9 +20,7 @@ const ANNOTATION: &str = "k8s-storage-checks/canary-nonce";
 /// Run the check with a clean environment: no $KUBECONFIG or in-cluster hints from the test host.
 fn check(kubeconfig: &Path, args: &[&str]) -> Output {
     Cmd::check(BIN)
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", "/nonexistent")
+        .without_host_credentials()
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)

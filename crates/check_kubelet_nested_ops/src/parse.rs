@@ -532,23 +532,31 @@ mod tests {
 
     #[test]
     fn log_line_shapes_are_recognized() {
-        for l in [
-            &b"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] x"[..],
-            b"Jul 13 20:27:25 k8s03 kubelet[2166]: something",
-            b"2026-07-13T20:27:25.123456789Z stderr F I0713 20:27:25.123456 1 a.go:1] x",
-            b"{\"log\":\"I0713 20:27:25.123456       1 a.go:1] x\\n\",\"stream\":\"stderr\"}",
-            b"{\"ts\":1689279645123.4,\"caller\":\"a.go:1\",\"msg\":\"x\"}",
+        for (l, is) in [
+            (
+                &b"E0713 20:27:25.123456    2166 nestedpendingoperations.go:348] x"[..],
+                true,
+            ),
+            (b"Jul 13 20:27:25 k8s03 kubelet[2166]: something", true),
+            (
+                b"2026-07-13T20:27:25.123456789Z stderr F I0713 20:27:25.123456 1 a.go:1] x",
+                true,
+            ),
+            (
+                b"{\"log\":\"I0713 20:27:25.123456       1 a.go:1] x\\n\",\"stream\":\"stderr\"}",
+                true,
+            ),
+            (
+                b"{\"ts\":1689279645123.4,\"caller\":\"a.go:1\",\"msg\":\"x\"}",
+                true,
+            ),
+            (b"EXT4-fs error (device sdc): x", false),
+            (b"\x00\x00\x00", false),
+            (b"6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk", false),
+            (b"{\"kind\":\"PodList\"}", false),
+            (b"", false),
         ] {
-            assert!(is_log_line(l), "{}", String::from_utf8_lossy(l));
-        }
-        for l in [
-            &b"EXT4-fs error (device sdc): x"[..],
-            b"\x00\x00\x00",
-            b"6,1,1000,-;sd 3:0:0:0: [sdc] Attached SCSI disk",
-            b"{\"kind\":\"PodList\"}",
-            b"",
-        ] {
-            assert!(!is_log_line(l), "{}", String::from_utf8_lossy(l));
+            assert_eq!(is_log_line(l), is, "{}", String::from_utf8_lossy(l));
         }
     }
 }

@@ -257,9 +257,12 @@ pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 /// Non-OK findings per state, all of them (exported or not).
 pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 
+/// The run's state as a series: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+pub const STATUS_METRIC: &str = "k8s_storage_check_status";
+
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
 const RESERVED_METRICS: [&str; 6] = [
-    "k8s_storage_check_status",
+    STATUS_METRIC,
     "k8s_storage_check_duration_seconds",
     "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
@@ -267,23 +270,42 @@ const RESERVED_METRICS: [&str; 6] = [
     FINDINGS_METRIC,
 ];
 
+/// One sample of a series labelled with the check, with its HELP and TYPE lines.
+fn sample(out: &mut String, check: &str, name: &str, kind: &str, help: &str, value: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    let _ = writeln!(out, "{name}{{check=\"{check}\"}} {}", prom_num(value));
+}
+
+/// The status series of a check binary alone: what the textfile runner writes for a check that
+/// gave no usable answer (the same lines as at the head of every `--format prometheus` answer).
+pub fn prometheus_status(binary: &str, status: Status) -> String {
+    let mut out = String::new();
+    status_series(&mut out, &prom_escape(binary), status);
+    out
+}
+
+fn status_series(out: &mut String, check: &str, status: Status) {
+    sample(
+        out,
+        check,
+        STATUS_METRIC,
+        "gauge",
+        "Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+        status.code() as f64,
+    );
+}
+
 fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
     let check = prom_escape(o.binary);
     let mut out = String::new();
     let sample = |out: &mut String, name: &str, kind: &str, help: &str, value: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name}{{check=\"{check}\"}} {}", prom_num(value));
+        sample(out, &check, name, kind, help, value)
     };
     let gauge = |out: &mut String, name: &str, help: &str, value: f64| {
         sample(out, name, "gauge", help, value)
     };
-    gauge(
-        &mut out,
-        "k8s_storage_check_status",
-        "Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
-        report.status.code() as f64,
-    );
+    status_series(&mut out, &check, report.status);
     gauge(
         &mut out,
         "k8s_storage_check_duration_seconds",
@@ -673,6 +695,22 @@ mod tests {
             assert!(name.starts_with("k8s_storage_check_"));
             value.parse::<f64>().unwrap();
         }
+    }
+
+    /// The status series alone (the textfile runner's answer for a check that gave none) is
+    /// the head of a rendered answer in the same state: one renderer of that series.
+    #[test]
+    fn prometheus_status_alone_is_the_head_of_an_answer() {
+        let alone = prometheus_status("check_ro_pvc_mounts", Status::Critical);
+        assert_eq!(
+            alone,
+            "# HELP k8s_storage_check_status Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.\n\
+             # TYPE k8s_storage_check_status gauge\n\
+             k8s_storage_check_status{check=\"check_ro_pvc_mounts\"} 2\n"
+        );
+        let out = render(&sample(), Format::Prometheus, &opts(4096, 0));
+        assert!(out.starts_with(&alone), "{out}");
+        assert!(prometheus_status("a\"b", Status::Unknown).contains("{check=\"a\\\"b\"} 3\n"));
     }
 
     fn opts_cap(max_series: usize) -> RenderOptions<'static> {

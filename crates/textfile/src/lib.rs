@@ -133,10 +133,8 @@ pub fn unknown_metrics(name: &str, reason: &str) -> String {
         .take(400)
         .collect();
     format!(
-        "# k8s-storage-checks-textfile: {name} gave no metrics: {reason}\n\
-         # HELP k8s_storage_check_status Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.\n\
-         # TYPE k8s_storage_check_status gauge\n\
-         k8s_storage_check_status{{check=\"{name}\"}} 3\n"
+        "# k8s-storage-checks-textfile: {name} gave no metrics: {reason}\n{}",
+        plugin::render::prometheus_status(name, plugin::Status::Unknown)
     )
 }
 
@@ -198,7 +196,7 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
     let err = err_reader.join().unwrap_or_default();
     let text = String::from_utf8_lossy(&out).into_owned();
     match status.code() {
-        Some(0..=3) if text.contains("k8s_storage_check_status{") => text,
+        Some(0..=3) if text.contains(&format!("{}{{", plugin::render::STATUS_METRIC)) => text,
         code => {
             let first_err = String::from_utf8_lossy(&err)
                 .lines()

@@ -76,6 +76,26 @@ pub enum Rep {
     },
 }
 
+/// The incident's Jiva volume `pv`: replica 1 on k8s03 crash-looping (92 restarts, unready for
+/// 14 days), its peers 0 (k8s01) and 2 (k8s02) healthy, all 60 days old.
+pub fn jiva_incident_replicas(pv: &str) -> Vec<Value> {
+    const DAY: i64 = 86400;
+    vec![
+        jiva_replica(pv, 0, "k8s01", 60 * DAY, Rep::Healthy),
+        jiva_replica(
+            pv,
+            1,
+            "k8s03",
+            60 * DAY,
+            Rep::CrashLoop {
+                restarts: 92,
+                unready_secs: 14 * DAY,
+            },
+        ),
+        jiva_replica(pv, 2, "k8s02", 60 * DAY, Rep::Healthy),
+    ]
+}
+
 /// A jiva-operator replica: StatefulSet pod `<pv>-jiva-rep-<n>` with the operator's labels.
 pub fn jiva_replica(pv: &str, n: u32, node: &str, age_secs: i64, state: Rep) -> Value {
     let name = format!("{pv}-jiva-rep-{n}");

@@ -10,7 +10,7 @@
 use super::scan::{scan, Scan, ScanStats};
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
@@ -123,6 +123,24 @@ fn permission_hint(stderr: &str) -> Option<String> {
         .then(|| {
             "the journal is not readable by this user: run the check as a member of group systemd-journal (or adm), or as root".to_string()
         })
+}
+
+/// The journal directory to give journalctl: `explicit` (`--journal-dir`); under a host root
+/// (container mode) the host's persistent journal `<root>/var/log/journal`, else its volatile one
+/// `<root>/run/log/journal` (Storage=volatile, or auto without /var/log/journal); else none
+/// (journalctl's own default).
+pub fn host_directory(explicit: Option<&Path>, host_root: Option<&Path>) -> Option<PathBuf> {
+    if let Some(d) = explicit {
+        return Some(d.to_path_buf());
+    }
+    host_root.map(|r| {
+        let persistent = r.join("var/log/journal");
+        if persistent.is_dir() {
+            persistent
+        } else {
+            r.join("run/log/journal")
+        }
+    })
 }
 
 /// Values of a journal field (`journalctl -F FIELD`), e.g. the units that logged.

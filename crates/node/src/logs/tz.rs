@@ -390,6 +390,36 @@ pub fn resolve(spec: &str, zoneinfo: &Path) -> Result<Box<dyn Tz + Send + Sync>,
     Zone::read(&zoneinfo.join(spec)).map(|z| Box::new(z) as Box<dyn Tz + Send + Sync>)
 }
 
+/// The zone of a host's local log times: `spec` (`--tz`) when given, an IANA name read from the
+/// host's zoneinfo; else, in container mode, the host's `/etc/localtime` (a symlink into its
+/// zoneinfo followed under the host root; none at all: the host runs in UTC); else this process's
+/// zone (TZ, /etc/localtime).
+pub fn host_zone(
+    host: &crate::Host,
+    spec: Option<&str>,
+) -> Result<Box<dyn Tz + Send + Sync>, String> {
+    let zoneinfo = host.file("/usr/share/zoneinfo");
+    if let Some(spec) = spec {
+        return resolve(spec, &zoneinfo);
+    }
+    if host.is_local() {
+        return Ok(Box::new(super::time::SystemTz));
+    }
+    let lt = host.file("/etc/localtime");
+    // A symlink into the host's zoneinfo (`/usr/share/zoneinfo/Europe/Berlin`) resolves in the
+    // container's tree: follow it under the host root.
+    let target = std::fs::read_link(&lt)
+        .ok()
+        .filter(|t| t.is_absolute())
+        .map(|t| host.file(t))
+        .unwrap_or(lt.clone());
+    match Zone::read(&target) {
+        Ok(z) => Ok(Box::new(z)),
+        Err(e) if lt.exists() => Err(format!("the host's time zone: {e} (give --tz)")),
+        Err(_) => Ok(Box::new(super::time::FixedTz(0))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

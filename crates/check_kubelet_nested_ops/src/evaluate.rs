@@ -1,0 +1,295 @@
+//! Decide (pure): the gathered failures of each volume aggregated, its state judged from its run
+//! of failures, the report built; unit tests feed it in-memory data.
+
+use crate::gather::{Data, SourceInfo};
+use crate::parse::{self, Failure};
+use crate::streak::{Streak, INITIAL_BACKOFF_MS, STREAK_GRACE_MS};
+use crate::text;
+use node::logs::state;
+use plugin::{fmt_duration, Finding, Perfdata, Report, Status, Thresholds, Uom};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The kubelet's maximum durationBeforeRetry: 2m2s (2m0s in old releases).
+pub const MAX_BACKOFF_MS: u64 = 122_000;
+/// A backoff this long counts as "at the maximum" (covers the old 2m0s cap).
+pub(crate) const AT_MAX_MS: u64 = 120_000;
+
+/// How failures are judged, from the options.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub window_ms: i64,
+    pub stuck_ms: i64,
+    /// -w/-c on the number of failing volumes: when either is given, they decide instead of the
+    /// per-volume rules.
+    pub thresholds: Thresholds,
+}
+
+impl Policy {
+    /// How far back failures matter: the window, or longer when --stuck is longer.
+    pub fn lookback_ms(&self) -> i64 {
+        self.window_ms.max(self.stuck_ms)
+    }
+    fn overridden(&self) -> bool {
+        self.thresholds.warning.is_some() || self.thresholds.critical.is_some()
+    }
+}
+
+/// One volume's failures, aggregated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeState {
+    pub volume: String,
+    pub pv: Option<String>,
+    pub ops: Vec<String>,
+    pub pods: Vec<String>,
+    pub failures_in_window: usize,
+    pub first_in_window: i64,
+    pub last: i64,
+    pub backoff_ms: u64,
+    /// Start of the current run of failures (gaps no longer than backoff + grace).
+    pub streak_start: i64,
+    /// The run's start is its first failure (else it began before the first line read: "at
+    /// least").
+    pub start_known: bool,
+    /// Still failing now: the last failure is within its backoff + grace.
+    pub active: bool,
+    pub error: String,
+    pub status: Status,
+}
+
+impl VolumeState {
+    pub fn failing_for_ms(&self) -> i64 {
+        self.last - self.streak_start
+    }
+    pub fn label(&self) -> &str {
+        self.pv.as_deref().unwrap_or(&self.volume)
+    }
+    /// `12m13s`, or `at least 12m13s` when the run began before the lines read.
+    pub fn failing_for(&self) -> String {
+        let d = fmt_duration(secs(self.failing_for_ms()));
+        if self.start_known {
+            d
+        } else {
+            format!("at least {d}")
+        }
+    }
+    /// At the kubelet's maximum backoff, and still failing.
+    pub fn at_max_backoff(&self) -> bool {
+        self.backoff_ms >= AT_MAX_MS && self.active
+    }
+
+    /// What the finding is about: the PV, the CSI driver of the kubelet's unique volume name
+    /// (`kubernetes.io/csi/<driver>^<handle>`), and the pod when exactly one is involved.
+    pub fn subject(&self) -> plugin::Subject {
+        let driver = self
+            .volume
+            .strip_prefix("kubernetes.io/csi/")
+            .and_then(|r| r.split_once('^'))
+            .map(|(d, _)| d);
+        let pod = match self.pods.as_slice() {
+            [p] => Some(p.as_str()),
+            _ => None,
+        };
+        plugin::Subject::new()
+            .maybe(plugin::Subject::pv, self.pv.as_deref())
+            .maybe(plugin::Subject::driver, driver)
+            .maybe(plugin::Subject::pod, pod)
+    }
+}
+
+pub(crate) fn secs(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+/// Aggregate failures per volume (pure); `known` runs (from every line read, and kept across
+/// runs) carry a run's start past the lookback.
+pub fn volumes(
+    failures: &[Failure],
+    known: &[Streak],
+    policy: &Policy,
+    now: i64,
+) -> Vec<VolumeState> {
+    let lookback = policy.lookback_ms();
+    let mut by: BTreeMap<&str, Vec<&Failure>> = BTreeMap::new();
+    for f in failures {
+        // Ignore what is older than the lookback and what claims to be far in the future
+        // (evaluate notes the latter).
+        if f.t < now - lookback || state::from_future(f.t, now) {
+            continue;
+        }
+        by.entry(f.volume.as_str()).or_default().push(f);
+    }
+    let mut out: Vec<VolumeState> = by
+        .into_iter()
+        .filter_map(|(vol, evs)| volume(vol, evs, known, policy, now))
+        .collect();
+    // Worst and longest first.
+    out.sort_by_key(|v| (std::cmp::Reverse(v.status.rank()), -v.failing_for_ms()));
+    out
+}
+
+/// One volume's state from its failures of the lookback; `None` when none is in the window.
+fn volume(
+    vol: &str,
+    mut evs: Vec<&Failure>,
+    known: &[Streak],
+    policy: &Policy,
+    now: i64,
+) -> Option<VolumeState> {
+    evs.sort_by_key(|f| f.t);
+    evs.dedup_by(|a, b| a == b);
+    let in_window: Vec<&Failure> = evs
+        .iter()
+        .copied()
+        .filter(|f| f.t >= now - policy.window_ms)
+        .collect();
+    let first_in_window = in_window.first()?.t;
+    let (streak_start, start_backoff) = run_start(vol, &evs, known);
+    let last = *evs.last().expect("non-empty");
+    let active = now - last.t <= last.backoff_ms as i64 + STREAK_GRACE_MS;
+    let mut ops: Vec<String> = Vec::new();
+    let mut pods: Vec<String> = Vec::new();
+    for f in &in_window {
+        if !ops.contains(&f.op) {
+            ops.push(f.op.clone());
+        }
+        if let Some(p) = &f.pod {
+            if !pods.contains(p) {
+                pods.push(p.clone());
+            }
+        }
+    }
+    let pv = evs.iter().rev().find_map(|f| f.pv.clone());
+    let mut v = VolumeState {
+        volume: vol.to_string(),
+        pv,
+        ops,
+        pods,
+        failures_in_window: in_window.len(),
+        first_in_window,
+        last: last.t,
+        backoff_ms: last.backoff_ms,
+        streak_start,
+        start_known: start_backoff <= INITIAL_BACKOFF_MS,
+        active,
+        error: last.error.clone(),
+        status: Status::Warning,
+    };
+    if active && (v.failing_for_ms() > policy.stuck_ms || v.backoff_ms >= AT_MAX_MS) {
+        v.status = Status::Critical;
+    }
+    Some(v)
+}
+
+/// Start of the run of failures in progress at the last one (sorted `evs`), and its backoff: a
+/// known run that reaches back past the lines of the lookback began earlier.
+fn run_start(vol: &str, evs: &[&Failure], known: &[Streak]) -> (i64, u64) {
+    let mut start = evs[0].t;
+    let mut backoff = evs[0].backoff_ms;
+    for w in evs.windows(2) {
+        if w[1].t - w[0].t > w[0].backoff_ms as i64 + STREAK_GRACE_MS {
+            start = w[1].t;
+            backoff = w[1].backoff_ms;
+        }
+    }
+    for k in known.iter().filter(|k| k.volume == vol) {
+        if k.start < start && k.reaches(start) {
+            start = k.start;
+            backoff = k.start_backoff_ms;
+        }
+    }
+    (start, backoff)
+}
+
+/// Decide (pure), at the time the data was gathered.
+pub fn evaluate(data: &Data, policy: &Policy) -> Report {
+    let now = data.now;
+    let vols = volumes(&data.failures, &data.streaks, policy, now);
+    let status = if policy.overridden() {
+        policy.thresholds.evaluate(vols.len() as f64)
+    } else {
+        vols.iter().fold(Status::Ok, |a, v| a.worst(v.status))
+    };
+    let window = fmt_duration(secs(policy.window_ms));
+    let mut report = Report::new(status, text::summary(&vols, &window)).unit("volume", "volumes");
+    let future = data
+        .failures
+        .iter()
+        .filter(|f| state::from_future(f.t, now))
+        .count();
+    if future > 0 {
+        report = report.note(text::future_note(future));
+    }
+    let incomplete: Vec<&str> = data
+        .sources
+        .iter()
+        .filter(|s| !s.complete)
+        .map(|s| s.name.as_str())
+        .collect();
+    if !incomplete.is_empty() {
+        report = report.note(text::deadline_note(&incomplete));
+        if vols.is_empty() {
+            report.status = Status::Unknown;
+            report.summary = text::deadline_summary(&incomplete);
+        }
+    }
+    for v in &vols {
+        // Under -w/-c the volumes are listed at most as bad as the answer.
+        let st = if policy.overridden() {
+            v.status.min_rank(status)
+        } else {
+            v.status
+        };
+        report = report.finding(volume_finding(v, st, &window));
+    }
+    for s in &data.sources {
+        report = report.finding(source_finding(s));
+        for n in &s.notes {
+            report = report.note(n.clone());
+        }
+    }
+    perfdata(report, &vols, &policy.thresholds)
+}
+
+fn volume_finding(v: &VolumeState, status: Status, window: &str) -> Finding {
+    let f = Finding::new(status, text::volume(v, window))
+        .signal(if v.status == Status::Critical {
+            "volume_op_stuck"
+        } else {
+            "volume_op_failing"
+        })
+        .subject(v.subject())
+        .detail(format!("error: {}", parse::shorten(&v.error, 600)));
+    if v.pv.is_some() {
+        f.detail(format!("volume {}", v.volume))
+    } else {
+        f
+    }
+}
+
+fn source_finding(s: &SourceInfo) -> Finding {
+    Finding::new(Status::Ok, text::source(s)).signal("log_source_read")
+}
+
+fn perfdata(report: Report, vols: &[VolumeState], t: &Thresholds) -> Report {
+    let failed_ops: usize = vols.iter().map(|v| v.failures_in_window).sum();
+    let max_backoff = vols.iter().map(|v| v.backoff_ms).max().unwrap_or(0);
+    let longest = vols.iter().map(|v| v.failing_for_ms()).max().unwrap_or(0);
+    report
+        .perf(Perfdata::new("failed_operations", failed_ops as f64).min(0.0))
+        .perf(
+            Perfdata::new("failing_volumes", vols.len() as f64)
+                .thresholds(t)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("max_backoff", max_backoff as f64 / 1000.0)
+                .uom(Uom::Seconds)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("longest_failing", longest.max(0) as f64 / 1000.0)
+                .uom(Uom::Seconds)
+                .min(0.0),
+        )
+}

@@ -1,0 +1,381 @@
+//! Gather: the failure lines of every source (the journal through journalctl, log files, stdin),
+//! resumed from and saved to the state with `--state-dir`. All host reading goes through `node`.
+
+use crate::parse::{self, Failure};
+use crate::streak::{streaks, Streak};
+use crate::Opts;
+use node::logs::{files, journal, scan, state, time, wrap};
+use plugin::{Ctx, Unknown};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Events kept per source in the state file.
+const STATE_MAX_EVENTS: usize = 5000;
+
+/// Units looked for when no `--journal-unit` is given (those present in the journal are read).
+pub const DEFAULT_UNITS: &[&str] = &[
+    "kubelet.service",
+    "snap.microk8s.daemon-kubelite.service",
+    "k3s.service",
+    "k3s-agent.service",
+];
+
+pub(crate) const CHECK_ID: &str = "kubelet_nested_ops";
+
+/// What one source gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceInfo {
+    pub name: String,
+    pub bytes: u64,
+    pub hits: u64,
+    pub complete: bool,
+    pub notes: Vec<String>,
+}
+
+/// Everything gathered: failures (from this run's reading and the kept state) and the sources.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Data {
+    /// When it was gathered (epoch ms): the window ends here.
+    pub now: i64,
+    pub failures: Vec<Failure>,
+    pub sources: Vec<SourceInfo>,
+    /// Each volume's run of failures as far back as any line read (this run's and, with
+    /// --state-dir, earlier runs'): what tells the true age past the window and log rotation.
+    pub streaks: Vec<Streak>,
+}
+
+/// What a source keeps between runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct SourceState {
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub file: Option<files::FilePos>,
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+    /// Each volume's run of failures, kept past the lookback while it goes on (log rotation,
+    /// runs longer than the window).
+    #[serde(default)]
+    pub streaks: Vec<Streak>,
+}
+
+/// One source read: its failures and runs, and what to say about it.
+struct SourceRead {
+    failures: Vec<Failure>,
+    streaks: Vec<Streak>,
+    info: SourceInfo,
+}
+
+impl Data {
+    fn add(&mut self, r: SourceRead) {
+        self.failures.extend(r.failures);
+        self.streaks.extend(r.streaks);
+        self.sources.push(r.info);
+    }
+}
+
+/// The failures worth keeping in the state: those of the lookback, none from the future (they
+/// are never counted, and kept they would start counting once the clock reaches them).
+pub(crate) fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Failure> {
+    failures.retain(|f| f.t >= since && !state::from_future(f.t, now));
+    if failures.len() > STATE_MAX_EVENTS {
+        failures.drain(..failures.len() - STATE_MAX_EVENTS);
+    }
+    failures
+}
+
+/// What a log source's format says: UNKNOWN when it holds complete lines and none of the first
+/// ones is a kubelet log line, or nothing but a line over the cap (reading it as "no failures"
+/// would answer OK after seeing nothing); a note when lines over the cap were cut.
+pub fn format_verdict(name: &str, s: &scan::ScanStats) -> Result<Option<String>, Unknown> {
+    let cap = plugin::fmt_bytes(scan::LINE_MAX as u64);
+    if s.sampled > 0 && s.recognized == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: none of its first {} lines has the shape of one (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, or kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, bare or behind a syslog/journal, CRI or Docker json-file prefix)",
+            s.sampled
+        )));
+    }
+    if s.overlong > 0 && s.sampled == 0 {
+        return Err(Unknown(format!(
+            "{name} is not a kubelet log: it holds a line longer than {cap} (the cap of one log line) and no complete line besides"
+        )));
+    }
+    Ok((s.overlong > 0).then(|| {
+        format!(
+            "{name}: {} line(s) longer than {cap} (the cap of one log line) were cut",
+            s.overlong
+        )
+    }))
+}
+
+/// The zone of klog/syslog local times: `--tz`, else the host's (its /etc/localtime in container
+/// mode), else this process's.
+pub fn zone(opts: &Opts) -> Result<Box<dyn time::Tz + Send + Sync>, Unknown> {
+    let host = node::Host::from_option(opts.host.host_root.as_deref());
+    node::logs::tz::host_zone(&host, opts.tz.as_deref()).map_err(Unknown)
+}
+
+/// Gather from every source. `read_deadline` is when reading must stop.
+pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Result<Data, Unknown> {
+    let tz = zone(opts)?;
+    let g = Gatherer {
+        opts,
+        ctx,
+        now,
+        since: now - opts.policy().lookback_ms(),
+        deadline: read_deadline,
+        tz: tz.as_ref(),
+    };
+    let mut data = Data {
+        now,
+        ..Data::default()
+    };
+    let journal_dir =
+        journal::host_directory(opts.journal_dir.as_deref(), opts.host.host_root.as_deref());
+    let units = g.journal_units(journal_dir.as_deref())?;
+    if !units.is_empty() {
+        data.add(g.journal(journal_dir.as_deref(), &units)?);
+    }
+    for path in &opts.log_file {
+        data.add(if path.as_os_str() == "-" {
+            g.stdin()?
+        } else {
+            g.file(path)?
+        });
+    }
+    Ok(data)
+}
+
+/// One run's reading: the options, the clock and the zone every source shares.
+struct Gatherer<'a> {
+    opts: &'a Opts,
+    ctx: &'a Ctx,
+    now: i64,
+    /// Start of the lookback: older failures are not kept.
+    since: i64,
+    deadline: Instant,
+    tz: &'a dyn time::Tz,
+}
+
+impl Gatherer<'_> {
+    /// The journal units to read: `--journal-unit`; else, unless only files are named, the known
+    /// kubelet units present in the journal (none: UNKNOWN saying what was looked for).
+    fn journal_units(&self, dir: Option<&Path>) -> Result<Vec<String>, Unknown> {
+        if !self.opts.journal_unit.is_empty() {
+            return Ok(self.opts.journal_unit.clone());
+        }
+        if !self.opts.log_file.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ctx
+            .stage("listing the journal's units (journalctl -F _SYSTEMD_UNIT)");
+        let present =
+            journal::field_values(&self.opts.journalctl, dir, "_SYSTEMD_UNIT", self.deadline)
+                .map_err(Unknown)?;
+        let found: Vec<String> = DEFAULT_UNITS
+            .iter()
+            .filter(|u| present.iter().any(|p| p == *u))
+            .map(|u| u.to_string())
+            .collect();
+        if found.is_empty() {
+            return Err(Unknown(format!(
+                "no kubelet unit in the journal{} (looked for {}); name it with --journal-unit or read files with --log-file",
+                dir.map(|d| format!(" at {}", d.display()))
+                    .unwrap_or_default(),
+                DEFAULT_UNITS.join(", ")
+            )));
+        }
+        Ok(found)
+    }
+
+    /// How a file or stdin is scanned: for the failure lines, until the deadline, the first lines
+    /// sampled for the kubelet's log shapes. `to_end`: a last line without its newline counts (a
+    /// pipe that ended), else it is left for the next run (a file still being written).
+    fn scan(&self, to_end: bool) -> scan::Scan<'static> {
+        scan::Scan {
+            needles: parse::NEEDLES,
+            deadline: Some(self.deadline),
+            consume_partial_tail: to_end,
+            recognize: Some(parse::is_log_line),
+        }
+    }
+
+    fn parse(&self, line: &[u8], time_ms: Option<i64>) -> Option<Failure> {
+        parse::parse_line(line, time_ms, self.now, self.tz)
+    }
+
+    /// The journal of `units`, after the kept cursor (else from the lookback's start).
+    fn journal(&self, dir: Option<&Path>, units: &[String]) -> Result<SourceRead, Unknown> {
+        let name = format!(
+            "journal{} {}",
+            dir.map(|d| format!(" {}", d.display())).unwrap_or_default(),
+            units.join(",")
+        );
+        self.ctx.stage(format!("reading {name} (journalctl)"));
+        let mut notes = Vec::new();
+        let st = self.load_state(&name, &mut notes);
+        let cursor = st.as_ref().and_then(|(_, s)| s.cursor.clone());
+        let q = journal::Query {
+            journalctl: &self.opts.journalctl,
+            directory: dir,
+            units,
+            after_cursor: cursor.as_deref(),
+            since_ms: Some(self.since),
+            needles: parse::NEEDLES,
+            deadline: self.deadline,
+        };
+        let mut failures = Vec::new();
+        let r = journal::read(&q, |e| {
+            failures.extend(self.parse(e.message.as_bytes(), Some(e.realtime_ms)));
+        })
+        .map_err(|e| Unknown(format!("{name}: {e}")))?;
+        notes.extend(r.notes);
+        self.ctx.debug(format!(
+            "{name}: {} bytes, {} candidates, cursor {:?}",
+            r.stats.bytes_read, r.stats.hits, r.last_cursor
+        ));
+        let pos = SourceState {
+            cursor: r.last_cursor,
+            ..SourceState::default()
+        };
+        Ok(self.finish(name, st, failures, pos, &r.stats, notes))
+    }
+
+    /// Standard input, read to its end (or the deadline); nothing kept.
+    fn stdin(&self) -> Result<SourceRead, Unknown> {
+        self.ctx.stage("reading stdin");
+        let o = self.scan(true);
+        let mut failures = Vec::new();
+        let mut joiner = wrap::Joiner::new();
+        let stdin = std::io::stdin();
+        let mut lock = stdin.lock();
+        let s = scan::scan_follow(
+            &mut lock,
+            &o,
+            |l| self.unwrapped(l, &mut joiner, &mut failures),
+            |_| {},
+        )
+        .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+        let notes: Vec<String> = format_verdict("stdin", &s)?.into_iter().collect();
+        joiner.finish(|l| failures.extend(self.parse(l.text.as_bytes(), l.time_ms)));
+        Ok(self.finish(
+            "stdin".into(),
+            None,
+            failures,
+            SourceState::default(),
+            &s,
+            notes,
+        ))
+    }
+
+    /// A log file, from the kept inode+offset (rotation and truncation handled by `node`).
+    fn file(&self, path: &Path) -> Result<SourceRead, Unknown> {
+        let name = path.display().to_string();
+        self.ctx.stage(format!("reading {name}"));
+        let mut notes = Vec::new();
+        let st = self.load_state(&format!("file:{name}"), &mut notes);
+        let prev = st.as_ref().and_then(|(_, s)| s.file);
+        let o = self.scan(false);
+        let mut failures = Vec::new();
+        let mut joiner = wrap::Joiner::new();
+        let r = files::read(path, prev.as_ref(), &o, |l| {
+            self.unwrapped(l, &mut joiner, &mut failures)
+        })
+        .map_err(Unknown)?;
+        notes.extend(format_verdict(&name, &r.stats)?);
+        // A partial piece that ends what is written so far is parsed as far as it goes (the
+        // needle and the operation key are in the first piece); its rest comes alone next run.
+        joiner.finish(|l| failures.extend(self.parse(l.text.as_bytes(), l.time_ms)));
+        notes.extend(r.notes);
+        self.ctx.debug(format!(
+            "{name}: read {} bytes, now at offset {}, {} candidates",
+            r.stats.bytes_read,
+            // (after a rotation the bytes consumed include the old file's: no "from" offset)
+            r.pos.offset,
+            r.stats.hits
+        ));
+        let pos = SourceState {
+            file: Some(r.pos),
+            ..SourceState::default()
+        };
+        Ok(self.finish(name, st, failures, pos, &r.stats, notes))
+    }
+
+    /// A candidate line of a file or stdin: lines wrapped by a container runtime (Docker
+    /// json-file, CRI) are unwrapped per line, a partial line joined with the next; the runtime's
+    /// timestamp is the entry's time. True when the next line continues this one.
+    fn unwrapped(&self, line: &[u8], joiner: &mut wrap::Joiner, out: &mut Vec<Failure>) -> bool {
+        joiner.feed(line, |l| {
+            out.extend(self.parse(l.text.as_bytes(), l.time_ms))
+        })
+    }
+
+    /// The kept state of a source (`None` without `--state-dir`); an unreadable one is a note and
+    /// starts afresh, kept failures from the future are dropped with a note.
+    fn load_state(&self, source: &str, notes: &mut Vec<String>) -> Option<(PathBuf, SourceState)> {
+        let dir = self.opts.state_dir.as_deref()?;
+        let p = state::path(dir, CHECK_ID, source);
+        match state::load::<SourceState>(&p) {
+            Ok(s) => {
+                let mut s = s.unwrap_or_default();
+                let dropped = state::drop_future(&mut s.failures, self.now, |f| f.t);
+                if dropped > 0 {
+                    notes.push(format!(
+                        "state file {}: {dropped} kept failure(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
+                        p.display(),
+                    ));
+                }
+                Some((p, s))
+            }
+            Err(e) => {
+                notes.push(e);
+                Some((p, SourceState::default()))
+            }
+        }
+    }
+
+    /// The end of reading a source: its kept failures and this run's make its runs and what is
+    /// kept; the state (with the new position `pos`) saved when there is one.
+    fn finish(
+        &self,
+        name: String,
+        st: Option<(PathBuf, SourceState)>,
+        new: Vec<Failure>,
+        pos: SourceState,
+        stats: &scan::ScanStats,
+        mut notes: Vec<String>,
+    ) -> SourceRead {
+        let (path, prev) = match st {
+            Some((p, s)) => (Some(p), s),
+            None => (None, SourceState::default()),
+        };
+        let mut failures = prev.failures;
+        failures.extend(new);
+        let runs = streaks(&prev.streaks, &failures, self.since, self.now);
+        let failures = keep(failures, self.since, self.now);
+        if let Some(p) = path {
+            let s = SourceState {
+                failures: failures.clone(),
+                streaks: runs.clone(),
+                ..pos
+            };
+            if let Err(e) = state::save(&p, &s) {
+                // A refused directory was already named when loading.
+                if !notes.contains(&e) {
+                    notes.push(e);
+                }
+            }
+        }
+        SourceRead {
+            failures,
+            streaks: runs,
+            info: SourceInfo {
+                name,
+                bytes: stats.bytes_read,
+                hits: stats.hits,
+                complete: stats.complete,
+                notes,
+            },
+        }
+    }
+}

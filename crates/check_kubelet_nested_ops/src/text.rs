@@ -1,0 +1,109 @@
+//! The words of the answer: summary, findings and notes, kept apart from the decisions so that
+//! what the operator reads can be read in one place.
+
+use crate::evaluate::{secs, VolumeState};
+use crate::gather::SourceInfo;
+use node::logs::time;
+use plugin::fmt_duration;
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The first line: the worst three volumes (with their age and max backoff while still failing).
+pub fn summary(vols: &[VolumeState], window: &str) -> String {
+    if vols.is_empty() {
+        return format!("no failed volume operations in the last {window}");
+    }
+    let parts: Vec<String> = vols
+        .iter()
+        .take(3)
+        .map(|v| {
+            let mut s = format!("{} {}", v.label(), v.ops.join("/"));
+            if v.active && v.failing_for_ms() > 0 {
+                s.push_str(&format!(" failing for {}", v.failing_for()));
+            }
+            if v.at_max_backoff() {
+                s.push_str(" at max backoff");
+            }
+            s
+        })
+        .collect();
+    let more = if vols.len() > 3 {
+        format!(" and {} more volumes", vols.len() - 3)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} volume{} with failing operations in {window}: {}{more}",
+        vols.len(),
+        plural(vols.len()),
+        parts.join("; ")
+    )
+}
+
+/// One volume's finding.
+pub fn volume(v: &VolumeState, window: &str) -> String {
+    let mut text = format!(
+        "{} {}: {} failure{} in {window}, last {}, backoff {}",
+        v.label(),
+        v.ops.join("/"),
+        v.failures_in_window,
+        plural(v.failures_in_window),
+        time::fmt_utc(v.last),
+        fmt_duration(secs(v.backoff_ms as i64)),
+    );
+    if v.active {
+        text.push_str(&format!(
+            ", failing for {} (since {})",
+            v.failing_for(),
+            time::fmt_utc(v.streak_start)
+        ));
+    } else {
+        text.push_str(", not seen failing since");
+    }
+    if !v.pods.is_empty() {
+        text.push_str(&format!(", pods {}", v.pods.join(" ")));
+    }
+    text
+}
+
+/// What was read from one source.
+pub fn source(s: &SourceInfo) -> String {
+    format!(
+        "read {}: {} bytes, {} candidate line{}{}",
+        s.name,
+        s.bytes,
+        s.hits,
+        plural(s.hits as usize),
+        if s.complete {
+            ""
+        } else {
+            " (stopped at the deadline)"
+        }
+    )
+}
+
+pub fn future_note(n: usize) -> String {
+    format!(
+        "{n} failure line(s) dated more than 5m after now were ignored: the clock jumped back, or the log's times are in another time zone than this check's (klog times are local)"
+    )
+}
+
+pub fn deadline_note(sources: &[&str]) -> String {
+    format!(
+        "reading stopped at the deadline in {} (raise -t; with --state-dir the next run continues)",
+        sources.join(", ")
+    )
+}
+
+pub fn deadline_summary(sources: &[&str]) -> String {
+    format!(
+        "could not read all of {} before the deadline; no failures in what was read",
+        sources.join(", ")
+    )
+}

@@ -1,0 +1,588 @@
+//! The layers' rule (issue 20): host I/O lives in `crates/node`, API I/O in `crates/kube`, so a
+//! check crate (`crates/check_*`) gathers through them and nowhere else. This reads the non-test
+//! code of every check crate (the modules reachable from `lib.rs`/`main.rs`, `#[cfg(test)]` items
+//! and files left out) and fails on `std::fs`, a `/proc` or `/sys` path, a `Path` method that asks
+//! the filesystem, or an HTTP client or socket, in the code or in the crate's dependencies.
+
+use e2e::workspace_root;
+use std::path::{Path, PathBuf};
+
+/// `Path` methods that read the filesystem (std::fs underneath).
+const PATH_IO: [&str; 10] = [
+    "exists",
+    "try_exists",
+    "is_dir",
+    "is_file",
+    "is_symlink",
+    "metadata",
+    "symlink_metadata",
+    "read_link",
+    "read_dir",
+    "canonicalize",
+];
+
+/// HTTP clients and sockets: the API is reached through `kube`.
+const NET: [&str; 7] = [
+    "ureq",
+    "reqwest",
+    "hyper",
+    "rustls",
+    "TcpStream",
+    "TcpListener",
+    "UdpSocket",
+];
+
+/// A token of Rust source with its line: comments dropped, literals kept as written, brackets
+/// nested into groups. (A dozen lines of lexing instead of a parser dependency.)
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String, usize),
+    /// `::` is one token; everything else one character.
+    Punct(String, usize),
+    /// A literal as written (`"…"`, `r#"…"#`, `b"…"`, `'c'`, `42`).
+    Lit(String, usize),
+    /// `(`, `[` or `{` and what they hold.
+    Group(char, Vec<Tok>, usize),
+}
+
+impl Tok {
+    fn line(&self) -> usize {
+        match self {
+            Tok::Ident(_, l) | Tok::Punct(_, l) | Tok::Lit(_, l) | Tok::Group(_, _, l) => *l,
+        }
+    }
+}
+
+fn lex(src: &str) -> Result<Vec<Tok>, String> {
+    let c: Vec<char> = src.chars().collect();
+    let mut line = 1;
+    let mut i = 0;
+    // Open groups: (delimiter, tokens so far, line); the bottom one is the file.
+    let mut stack: Vec<(char, Vec<Tok>, usize)> = vec![(' ', Vec::new(), 1)];
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let ident_char = |ch: char| ch.is_alphanumeric() || ch == '_';
+    while i < c.len() {
+        let ch = c[i];
+        let start_line = line;
+        // Reads a quoted literal from the opening quote at `j`; returns the index after it.
+        let quoted = |mut j: usize, q: char, line: &mut usize| -> usize {
+            j += 1;
+            while j < c.len() && c[j] != q {
+                if c[j] == '\\' {
+                    j += 1;
+                }
+                if at(j) == '\n' {
+                    *line += 1;
+                }
+                j += 1;
+            }
+            j + 1
+        };
+        let tok = if ch == '\n' {
+            line += 1;
+            i += 1;
+            None
+        } else if ch.is_whitespace() {
+            i += 1;
+            None
+        } else if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+            None
+        } else if ch == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            loop {
+                if i >= c.len() {
+                    return Err(format!("line {start_line}: unterminated comment"));
+                }
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if c[i] == '\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+            None
+        } else if ch == '"' || (matches!(ch, 'b' | 'c') && at(i + 1) == '"') {
+            let q = if ch == '"' { i } else { i + 1 };
+            let end = quoted(q, '"', &mut line);
+            let t = Tok::Lit(c[i..end.min(c.len())].iter().collect(), start_line);
+            i = end;
+            Some(t)
+        } else if (ch == 'r' && matches!(at(i + 1), '"' | '#'))
+            || (matches!(ch, 'b' | 'c') && at(i + 1) == 'r' && matches!(at(i + 2), '"' | '#'))
+        {
+            // A raw string, or a raw identifier (`r#type`).
+            let mut j = if ch == 'r' { i + 1 } else { i + 2 };
+            let hashes = c[j..].iter().take_while(|&&h| h == '#').count();
+            j += hashes;
+            if at(j) != '"' {
+                // r#ident
+                let k = j + c[j..].iter().take_while(|&&x| ident_char(x)).count();
+                let t = Tok::Ident(c[j..k].iter().collect(), start_line);
+                i = k;
+                Some(t)
+            } else {
+                j += 1;
+                loop {
+                    if j >= c.len() {
+                        return Err(format!("line {start_line}: unterminated raw string"));
+                    }
+                    if c[j] == '"'
+                        && c[j + 1..]
+                            .iter()
+                            .take(hashes)
+                            .filter(|&&h| h == '#')
+                            .count()
+                            == hashes
+                    {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    if c[j] == '\n' {
+                        line += 1;
+                    }
+                    j += 1;
+                }
+                let t = Tok::Lit(c[i..j].iter().collect(), start_line);
+                i = j;
+                Some(t)
+            }
+        } else if ch == '\'' || (ch == 'b' && at(i + 1) == '\'') {
+            let q = if ch == '\'' { i } else { i + 1 };
+            if at(q + 1) == '\\' || at(q + 2) == '\'' {
+                let end = quoted(q, '\'', &mut line);
+                let t = Tok::Lit(c[i..end.min(c.len())].iter().collect(), start_line);
+                i = end;
+                Some(t)
+            } else {
+                // A lifetime or label: nothing to look at.
+                i = q + 1 + c[q + 1..].iter().take_while(|&&x| ident_char(x)).count();
+                None
+            }
+        } else if ch.is_ascii_digit() {
+            let mut j = i;
+            while j < c.len() && (ident_char(c[j]) || (c[j] == '.' && at(j + 1).is_ascii_digit())) {
+                j += 1;
+            }
+            let t = Tok::Lit(c[i..j].iter().collect(), start_line);
+            i = j;
+            Some(t)
+        } else if ident_char(ch) {
+            let j = i + c[i..].iter().take_while(|&&x| ident_char(x)).count();
+            let t = Tok::Ident(c[i..j].iter().collect(), start_line);
+            i = j;
+            Some(t)
+        } else if matches!(ch, '(' | '[' | '{') {
+            stack.push((ch, Vec::new(), start_line));
+            i += 1;
+            None
+        } else if matches!(ch, ')' | ']' | '}') {
+            let (open, toks, l) = stack
+                .pop()
+                .filter(|_| !stack.is_empty())
+                .ok_or(format!("line {start_line}: unbalanced {ch}"))?;
+            if stack.is_empty() {
+                return Err(format!("line {start_line}: unbalanced {ch}"));
+            }
+            i += 1;
+            Some(Tok::Group(open, toks, l))
+        } else if ch == ':' && at(i + 1) == ':' {
+            i += 2;
+            Some(Tok::Punct("::".into(), start_line))
+        } else {
+            i += 1;
+            Some(Tok::Punct(ch.to_string(), start_line))
+        };
+        if let Some(t) = tok {
+            stack.last_mut().expect("the file").1.push(t);
+        }
+    }
+    if stack.len() != 1 {
+        return Err(format!("unclosed {:?}", stack.last().map(|s| s.0)));
+    }
+    Ok(stack.pop().expect("the file").1)
+}
+
+/// One place that breaks the rule.
+#[derive(Debug, Clone, PartialEq)]
+struct Hit {
+    line: usize,
+    what: String,
+}
+
+/// The walk over one file's tokens: what breaks the rule, and the file modules it declares
+/// outside `#[cfg(test)]` (as paths relative to the file's module directory).
+#[derive(Default)]
+struct Scan {
+    hits: Vec<Hit>,
+    modules: Vec<PathBuf>,
+    /// The whole file is `#![cfg(test)]`.
+    test_only: bool,
+}
+
+fn is_punct(t: Option<&Tok>, p: &str) -> bool {
+    matches!(t, Some(Tok::Punct(x, _)) if x == p)
+}
+
+fn ident(t: Option<&Tok>) -> Option<&str> {
+    match t {
+        Some(Tok::Ident(i, _)) => Some(i),
+        _ => None,
+    }
+}
+
+/// Every identifier inside a token sequence, nested groups included.
+fn idents(ts: &[Tok], out: &mut Vec<String>) {
+    for t in ts {
+        match t {
+            Tok::Ident(i, _) => out.push(i.clone()),
+            Tok::Group(_, inner, _) => idents(inner, out),
+            _ => {}
+        }
+    }
+}
+
+/// An attribute's kind: `#[doc ...]`, `#[cfg(...test...)]` without `not` (test-only), other.
+enum Attr {
+    Doc,
+    Test,
+    Other,
+}
+
+fn attr_kind(inside: &[Tok]) -> Attr {
+    match ident(inside.first()) {
+        Some("doc") => Attr::Doc,
+        Some("cfg") => {
+            let mut words = Vec::new();
+            idents(inside, &mut words);
+            if words.iter().any(|w| w == "test") && !words.iter().any(|w| w == "not") {
+                Attr::Test
+            } else {
+                Attr::Other
+            }
+        }
+        _ => Attr::Other,
+    }
+}
+
+/// The text of a string literal token (`"…"`, `r#"…"#`, `b"…"`), escapes left as written.
+fn literal_text(lit: &str) -> Option<&str> {
+    let s = lit
+        .trim_start_matches('b')
+        .trim_start_matches('c')
+        .trim_start_matches('r');
+    let s = s.trim_matches('#');
+    s.strip_prefix('"').and_then(|s| s.strip_suffix('"'))
+}
+
+/// A `/proc` or `/sys` path in a string: at its start, or right after a format placeholder
+/// (`"{root}/proc/1/mountinfo"`). Prose that mentions one mid-sentence is not a path.
+fn host_path(text: &str) -> Option<&'static str> {
+    for (word, name) in [("/proc", "a /proc path"), ("/sys", "a /sys path")] {
+        let mut at = 0;
+        while let Some(i) = text[at..].find(word).map(|i| i + at) {
+            let before_ok = i == 0 || text[..i].ends_with('}');
+            let after = &text[i + word.len()..];
+            let after_ok = after.is_empty() || after.starts_with('/');
+            if before_ok && after_ok {
+                return Some(name);
+            }
+            at = i + word.len();
+        }
+    }
+    None
+}
+
+impl Scan {
+    fn hit(&mut self, t: &Tok, what: impl Into<String>) {
+        self.hits.push(Hit {
+            line: t.line(),
+            what: what.into(),
+        });
+    }
+
+    /// Walk a token sequence; `dir` is where `mod x;` declared here finds `x.rs`.
+    fn walk(&mut self, ts: &[Tok], dir: &Path, top: bool) {
+        let mut i = 0;
+        let mut test_item = false;
+        while i < ts.len() {
+            let t = &ts[i];
+            // Attributes: `#[...]` and `#![...]`.
+            if is_punct(Some(t), "#") {
+                let inner = is_punct(ts.get(i + 1), "!");
+                if let Some(Tok::Group('[', inside, _)) = ts.get(i + 1 + inner as usize) {
+                    match attr_kind(inside) {
+                        Attr::Doc => {}
+                        Attr::Test if inner && top => self.test_only = true,
+                        Attr::Test => test_item = true,
+                        Attr::Other => self.walk(inside, dir, false),
+                    }
+                    i += 2 + inner as usize;
+                    continue;
+                }
+            }
+            if test_item {
+                // Skip the item: up to its `;`, or its braces (and a `;` after them).
+                while i < ts.len() {
+                    match &ts[i] {
+                        Tok::Punct(p, _) if p == ";" => {
+                            i += 1;
+                            break;
+                        }
+                        Tok::Group('{', _, _) => {
+                            i += 1;
+                            if is_punct(ts.get(i), ";") {
+                                i += 1;
+                            }
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+                test_item = false;
+                continue;
+            }
+            match t {
+                Tok::Ident(id, _) if id == "mod" => {
+                    if let Some(name) = ident(ts.get(i + 1)) {
+                        match ts.get(i + 2) {
+                            Some(Tok::Punct(p, _)) if p == ";" => {
+                                self.modules.push(dir.join(name));
+                                i += 3;
+                                continue;
+                            }
+                            Some(Tok::Group('{', inside, _)) => {
+                                self.walk(inside, &dir.join(name), false);
+                                i += 3;
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                Tok::Ident(id, _) if id == "std" => self.std_path(ts, i),
+                Tok::Ident(id, _) if NET.contains(&id.as_str()) => {
+                    self.hit(t, format!("{id} (HTTP/sockets belong in kube)"))
+                }
+                Tok::Punct(p, _) if p == "." => {
+                    if let (Some(m), Some(Tok::Group('(', _, _))) =
+                        (ident(ts.get(i + 1)), ts.get(i + 2))
+                    {
+                        if PATH_IO.contains(&m) {
+                            let what = format!(".{m}() (filesystem access belongs in node)");
+                            self.hit(&ts[i + 1], what);
+                        }
+                    }
+                }
+                Tok::Lit(s, _) => {
+                    if let Some(what) = literal_text(s).and_then(host_path) {
+                        self.hit(t, format!("{what} {s} (host paths belong in node)"));
+                    }
+                }
+                Tok::Group(_, inside, _) => self.walk(inside, dir, false),
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+
+    /// A path starting with `std` at `i`: `std::fs…`, `std::os::unix::fs…`, `std::{fs, …}`.
+    fn std_path(&mut self, ts: &[Tok], i: usize) {
+        let mut j = i + 1;
+        while is_punct(ts.get(j), "::") {
+            match ts.get(j + 1) {
+                Some(Tok::Ident(seg, _)) if seg == "fs" => {
+                    self.hit(&ts[i], "std::fs (filesystem access belongs in node)");
+                    return;
+                }
+                Some(Tok::Ident(_, _)) => j += 2,
+                Some(Tok::Group('{', inside, _)) => {
+                    let mut words = Vec::new();
+                    idents(inside, &mut words);
+                    if words.iter().any(|w| w == "fs") {
+                        self.hit(&ts[i], "std::fs (filesystem access belongs in node)");
+                    }
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Scan one source text; `dir` is the module directory of its `mod x;` declarations.
+fn scan_source(src: &str, dir: &Path) -> Result<Scan, String> {
+    let ts = lex(src)?;
+    let mut s = Scan::default();
+    s.walk(&ts, dir, true);
+    Ok(s)
+}
+
+/// Every rule-breaking place of a check crate: `file:line: what`.
+fn crate_offenders(krate: &Path) -> Vec<String> {
+    let src = krate.join("src");
+    let mut out = Vec::new();
+    let mut todo: Vec<(PathBuf, PathBuf)> = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| (src.join(f), src.clone()))
+        .filter(|(f, _)| f.exists())
+        .collect();
+    let mut seen = Vec::new();
+    while let Some((file, dir)) = todo.pop() {
+        if seen.contains(&file) {
+            continue;
+        }
+        seen.push(file.clone());
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let s = scan_source(&text, &dir)
+            .unwrap_or_else(|e| panic!("{} does not lex: {e}", file.display()));
+        if s.test_only {
+            continue;
+        }
+        let rel = file
+            .strip_prefix(workspace_root())
+            .unwrap_or(&file)
+            .to_path_buf();
+        out.extend(
+            s.hits
+                .iter()
+                .map(|h| format!("{}:{}: {}", rel.display(), h.line, h.what)),
+        );
+        for m in s.modules {
+            let name = m.file_name().unwrap().to_string_lossy().into_owned();
+            let parent = m.parent().unwrap().to_path_buf();
+            let flat = parent.join(format!("{name}.rs"));
+            let nested = m.join("mod.rs");
+            if flat.exists() {
+                todo.push((flat, m.clone()));
+            } else if nested.exists() {
+                todo.push((nested, m.clone()));
+            } else {
+                out.push(format!(
+                    "{}: mod {name}; has no file (looked for {} and {})",
+                    rel.display(),
+                    flat.display(),
+                    nested.display()
+                ));
+            }
+        }
+    }
+    // Dependencies: an HTTP client or TLS stack of its own.
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    for (n, l) in manifest.lines().enumerate() {
+        let dep = l.split(['=', '.', ' ']).next().unwrap_or("").trim();
+        if NET.contains(&dep) {
+            out.push(format!(
+                "{}/Cargo.toml:{}: depends on {dep} (HTTP belongs in kube)",
+                krate.file_name().unwrap().to_string_lossy(),
+                n + 1
+            ));
+        }
+    }
+    out
+}
+
+fn check_crates() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("crates"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("check_"))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn check_crates_read_the_host_only_through_node_and_the_api_only_through_kube() {
+    let crates = check_crates();
+    assert!(crates.len() >= 9, "{crates:?}");
+    let offenders: Vec<String> = crates.iter().flat_map(|c| crate_offenders(c)).collect();
+    assert!(
+        offenders.is_empty(),
+        "host or API I/O in a check crate outside node/kube ({}):\n{}",
+        offenders.len(),
+        offenders.join("\n")
+    );
+}
+
+/// The scanner itself, on planted lines: each kind of access is caught with its line, the same
+/// lines under `#[cfg(test)]` (an item, a module, a whole file) and in doc comments are not.
+#[test]
+fn the_layer_scan_catches_planted_lines_and_spares_test_code() {
+    let planted = r##"
+//! Reads /proc/self/mountinfo (prose in a doc comment is no access).
+use std::fs;
+use std::{io, fs::File};
+use std::os::unix::fs::MetadataExt;
+/// Not "/proc/x" either.
+fn a(root: &str) -> String {
+    let _ = std::fs::read("x");
+    let _ = std::path::Path::new("x").exists();
+    let _ = p.read_link();
+    let _ = format!("{root}/proc/1/mountinfo");
+    let _ = "/sys/class/iscsi_session";
+    let _ = std::net::TcpStream::connect("127.0.0.1:1");
+    let _ = ureq::get("http://x");
+    let _ = "see /proc in the README";
+    let _ = "/procedure";
+    let _ = pod.metadata;
+    let _ = ('"', "/sys/block", r#"/proc/"raw""#, b'\'', "\"/proc");
+    fn l<'a>(x: &'a str) -> &'a str { x }
+    String::new()
+}
+mod gather;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod inline {
+    fn b() { let _ = std::fs::read("/proc/self/stat"); }
+}
+#[cfg(test)]
+fn c() { let _ = Path::new("/sys").exists(); }
+#[cfg(not(test))]
+fn d() { let _ = std::fs::read("y"); }
+"##;
+    let s = scan_source(planted, Path::new("src")).unwrap();
+    let got: Vec<(usize, &str)> = s
+        .hits
+        .iter()
+        .map(|h| (h.line, h.what.split(' ').next().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (3, "std::fs"),
+            (4, "std::fs"),
+            (5, "std::fs"),
+            (8, "std::fs"),
+            (9, ".exists()"),
+            (10, ".read_link()"),
+            (11, "a"),
+            (12, "a"),
+            (13, "TcpStream"),
+            (14, "ureq"),
+            (18, "a"),
+            (18, "a"),
+            (32, "std::fs"),
+        ],
+        "{:#?}",
+        s.hits
+    );
+    assert_eq!(s.modules, [PathBuf::from("src/gather")]);
+    assert!(!s.test_only);
+    let whole = scan_source("#![cfg(test)]\nuse std::fs;\n", Path::new("src")).unwrap();
+    assert!(whole.test_only);
+}
