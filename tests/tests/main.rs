@@ -36,6 +36,7 @@ mod engines_icinga;
 mod engines_nagios;
 mod engines_prometheus;
 mod from_zero;
+mod multicall;
 mod package;
 mod prometheus_rules;
 mod spec;
