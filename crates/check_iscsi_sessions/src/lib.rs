@@ -12,7 +12,7 @@ pub use evaluate::{evaluate, evaluate_named, wanted};
 pub use gather::{gather, Gathered};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
 use regex::Regex;
 
 const LONG_ABOUT: &str = "\
@@ -35,20 +35,16 @@ UNKNOWN: an attribute the decision needs cannot be read (the file is named).";
     long_about = LONG_ABOUT,
     mut_arg("include", |a| a.help("Only check sessions whose target IQN matches REGEX (repeatable)")),
     mut_arg("exclude", |a| a.help("Skip sessions whose target IQN matches REGEX, even when --include matches too (repeatable)")),
-    mut_arg("mountinfo", |a| a.help("Mount table that maps disks to mount points and PVs [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]"))
+    mut_arg("mountinfo", |a| a.help("Mount table that maps disks to mount points and PVs [default: /proc/self/mountinfo, or <host-root>/proc/1/mountinfo]")),
+    mut_arg("warning", |a| a.help("Range on the number of unhealthy sessions for WARNING (with -w/-c the count decides the sessions' state; --min-sessions, --expect-target and doubled logins still alert)")),
+    mut_arg("critical", |a| a.help("Range on the number of unhealthy sessions for CRITICAL"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Range on the number of unhealthy sessions for WARNING (with -w/-c the count decides the
-    /// sessions' state; --min-sessions, --expect-target and doubled logins still alert)
-    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub warning: Option<Range>,
-
-    /// Range on the number of unhealthy sessions for CRITICAL
-    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub host: node::HostRootArg,
@@ -102,7 +98,7 @@ impl From<&Opts> for Policy {
             min_recovery_timeout: o.min_recovery_timeout,
             include: o.filter.include.clone(),
             exclude: o.filter.exclude.clone(),
-            thresholds: Thresholds::new(o.warning.clone(), o.critical.clone()),
+            thresholds: o.thresholds.thresholds(),
         }
     }
 }

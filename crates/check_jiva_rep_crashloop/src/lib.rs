@@ -60,36 +60,16 @@ A replica is crash-looping when a container waits in CrashLoopBackOff, or restar
 times with the last restart within --restart-window. That is WARNING, and CRITICAL once unhealthy \
 longer than --critical-after or restarted more than -c times. Replicas are grouped by PV (label \
 openebs.io/persistent-volume or the name): fewer healthy replicas than pods is WARNING, no healthy \
-majority is CRITICAL."
+majority is CRITICAL.",
+    mut_arg("warning", |a| a.help("Restart-count range: a replica whose count is outside it (default: above 3) and whose last restart was within --restart-window counts as crash-looping (full range grammar: `3:`, `@0:2`, `-w -10:-2`)").default_value("3")),
+    mut_arg("critical", |a| a.help("Restart-count range: CRITICAL when a crash-looping replica's count is outside it (default: above 10)").default_value("10"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Restart-count range: a replica whose count is outside it (default: above 3) and whose
-    /// last restart was within --restart-window counts as crash-looping (full range grammar: `3:`,
-    /// `@0:2`, `-w -10:-2`)
-    #[arg(
-        short = 'w',
-        long = "warning",
-        value_name = "RANGE",
-        default_value = "3",
-        allow_hyphen_values = true,
-        value_parser = plugin::args::range
-    )]
-    pub warning: Range,
-
-    /// Restart-count range: CRITICAL when a crash-looping replica's count is outside it (default:
-    /// above 10)
-    #[arg(
-        short = 'c',
-        long = "critical",
-        value_name = "RANGE",
-        default_value = "10",
-        allow_hyphen_values = true,
-        value_parser = plugin::args::range
-    )]
-    pub critical: Range,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     /// Critical when a replica has been unhealthy (not Ready) longer than this
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = plugin::args::duration)]
@@ -145,8 +125,17 @@ pub struct Policy {
 impl Opts {
     pub fn policy(&self) -> Policy {
         Policy {
-            warning: self.warning.clone(),
-            critical: self.critical.clone(),
+            // Both have a default (`mut_arg` above): never absent.
+            warning: self
+                .thresholds
+                .warning
+                .clone()
+                .unwrap_or_else(|| Range::above(3.0)),
+            critical: self
+                .thresholds
+                .critical
+                .clone()
+                .unwrap_or_else(|| Range::above(10.0)),
             critical_after: self.critical_after,
             restart_window: self.restart_window,
         }

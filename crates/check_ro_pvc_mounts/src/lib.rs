@@ -13,7 +13,7 @@ pub use evaluate::{evaluate, evaluate_named, judge, signal_of, wanted, Verdict};
 pub use gather::{gather, group, NodeData, Volume};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -24,33 +24,16 @@ use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
 read-only or in emergency read-only, XFS shut down, volumes that no longer answer), without alarming \
 on volumes mounted readOnly on purpose.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
     mut_arg("include", |a| a.help("Only mount points matching REGEX (repeatable: any of them)")),
-    mut_arg("exclude", |a| a.help("Skip mount points matching REGEX, even when --include matches too (repeatable)"))
+    mut_arg("exclude", |a| a.help("Skip mount points matching REGEX, even when --include matches too (repeatable)")),
+    mut_arg("warning", |a| a.help("Range on the number of read-only PV filesystems that raises WARNING").default_value("0")),
+    mut_arg("critical", |a| a.help("Range on the number of read-only PV filesystems that raises CRITICAL").default_value("0"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Range on the number of read-only PV filesystems that raises WARNING
-    #[arg(
-        short = 'w',
-        long = "warning",
-        value_name = "RANGE",
-        default_value = "0",
-        allow_hyphen_values = true,
-        value_parser = plugin::args::range
-    )]
-    pub warning: Range,
-
-    /// Range on the number of read-only PV filesystems that raises CRITICAL
-    #[arg(
-        short = 'c',
-        long = "critical",
-        value_name = "RANGE",
-        default_value = "0",
-        allow_hyphen_values = true,
-        value_parser = plugin::args::range
-    )]
-    pub critical: Range,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub mountinfo: node::MountinfoArg,
@@ -92,7 +75,7 @@ impl Check for Opts {
         // Names only after the node's own work, and only for what will be reported.
         let names = kube::names::resolve(&self.names, &wanted(&data), ctx);
         ctx.stage("evaluating");
-        let t = Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()));
+        let t = self.thresholds.thresholds();
         let report = evaluate_named(&data, &t, &names);
         // The worker exits as soon as the report is sent: freeing thousands of volumes' small
         // allocations one by one would be most of a large node's run time, for nothing.

@@ -4,6 +4,7 @@ use node::fsstate;
 use node::probe::Outcome;
 use node::usage::{DeviceUsage, Scope};
 use plugin::Status;
+use plugin::{Range, Thresholds};
 use std::path::PathBuf;
 use std::time::Duration;
 

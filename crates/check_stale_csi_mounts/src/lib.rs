@@ -16,7 +16,7 @@ pub use evaluate::{evaluate, identify, problems, selected, Identity, Problem};
 pub use gather::{api_budget, gather, probe_budget, CsiMount, Data, MAX_PARALLEL};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
 
 const LONG_ABOUT: &str = "\
 Find the CSI mounts that deadlock the kubelet.
@@ -44,19 +44,16 @@ states.";
     mut_arg("pods_json", |a| a.help("Pods as `kubectl get pods -A -o json` prints them (all nodes are fine) instead of the API; `-` reads stdin")),
     mut_arg("pvs_json", |a| a.help("PVs, and VolumeAttachments/CSIDrivers in the same List, as `kubectl get pv,volumeattachments,csidrivers -o json` prints them, instead of the API; `-` reads stdin")),
     mut_arg("include", |a| a.help("Check only mounts whose mount point, PV or driver matches REGEX (repeatable)")),
-    mut_arg("exclude", |a| a.help("Skip mounts whose mount point, PV or driver matches REGEX (repeatable)"))
+    mut_arg("exclude", |a| a.help("Skip mounts whose mount point, PV or driver matches REGEX (repeatable)")),
+    mut_arg("warning", |a| a.help("Range on the number of stale mounts for WARNING (with -w/-c the count decides the state)")),
+    mut_arg("critical", |a| a.help("Range on the number of stale mounts for CRITICAL"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Range on the number of stale mounts for WARNING (with -w/-c the count decides the state)
-    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub warning: Option<Range>,
-
-    /// Range on the number of stale mounts for CRITICAL
-    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub mountinfo: node::MountinfoArg,
@@ -100,7 +97,7 @@ pub struct Policy {
 impl Opts {
     pub fn policy(&self) -> Policy {
         Policy {
-            thresholds: Thresholds::new(self.warning.clone(), self.critical.clone()),
+            thresholds: self.thresholds.thresholds(),
         }
     }
 }

@@ -13,7 +13,7 @@ pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgS
 
 use clap::Parser;
 use node::logs::time;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
 use regex::Regex;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,7 +39,9 @@ kept between runs. Only the kernel's own records count (not userspace writes to 
     name = "check_storage_kernel_errors",
     version,
     about = "Alert on storage errors in the kernel log, mapped to the volumes they hit",
-    long_about = LONG_ABOUT
+    long_about = LONG_ABOUT,
+    mut_arg("warning", |a| a.help("Range on the number of storage-error records in the window for WARNING (with -w/-c the count decides the state instead of each record's kind)")),
+    mut_arg("critical", |a| a.help("Range on the number of storage-error records in the window for CRITICAL"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -49,14 +51,8 @@ pub struct Opts {
     #[arg(long, value_name = "PATH")]
     pub kmsg: Option<PathBuf>,
 
-    /// Range on the number of storage-error records in the window for WARNING (with -w/-c the
-    /// count decides the state instead of each record's kind)
-    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub warning: Option<Range>,
-
-    /// Range on the number of storage-error records in the window for CRITICAL
-    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub host: node::HostRootArg,
@@ -108,7 +104,7 @@ impl From<&Opts> for Policy {
     fn from(o: &Opts) -> Policy {
         Policy {
             window_ms: o.window.as_millis() as i64,
-            thresholds: Thresholds::new(o.warning.clone(), o.critical.clone()),
+            thresholds: o.thresholds.thresholds(),
         }
     }
 }

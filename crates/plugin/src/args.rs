@@ -104,6 +104,26 @@ pub fn duration_range_quiet(r: &Range) -> String {
     }
 }
 
+/// `-w/--warning RANGE` and `-c/--critical RANGE` on a count, defined once. A check says what the
+/// ranges count, and gives any default, with
+/// `#[command(mut_arg("warning", |a| a.help("…").default_value("3")))]`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RangeArgs {
+    /// Range that raises WARNING
+    #[arg(short = 'w', long = "warning", value_name = "RANGE", allow_hyphen_values = true, value_parser = range)]
+    pub warning: Option<Range>,
+
+    /// Range that raises CRITICAL
+    #[arg(short = 'c', long = "critical", value_name = "RANGE", allow_hyphen_values = true, value_parser = range)]
+    pub critical: Option<Range>,
+}
+
+impl RangeArgs {
+    pub fn thresholds(&self) -> crate::Thresholds {
+        crate::Thresholds::new(self.warning.clone(), self.critical.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
