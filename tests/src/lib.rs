@@ -10,11 +10,18 @@
 //!   when it is dropped (or when the test process dies), and loop devices attached by [`Ns::loop_fs`]
 //!   detach themselves (autoclear).
 //! - [`apiserver`] is a loopback HTTPS Kubernetes API server with its own CA, auth and faults.
+//! - [`exclusive`] / [`shared`] ([`serial`]): the tests that change the machine run one at a time
+//!   and never beside a test that makes mounts (every [`Ns`] holds [`shared`]).
+//!
+//! The tests themselves are one binary, `tests/main.rs`, one module per check and per concern.
 
 pub mod apiserver;
 
 pub mod logs;
+pub mod serial;
 pub mod sysfs;
+
+pub use serial::{exclusive, shared};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -268,10 +275,14 @@ pub struct Ns {
     holder: Child,
     /// Background processes started in the namespace (FUSE daemons...), killed on drop.
     pids: Vec<i32>,
+    /// No machine-changing test runs while a namespace exists (see [`serial`]); released after
+    /// the namespace has ended.
+    _machine: serial::Shared,
 }
 
 impl Ns {
     pub fn new() -> Ns {
+        let machine = shared();
         let holder = Command::new("unshare")
             .args(["-m", "--propagation", "private", "cat"])
             .stdin(Stdio::piped())
@@ -281,6 +292,7 @@ impl Ns {
         let ns = Ns {
             holder,
             pids: Vec::new(),
+            _machine: machine,
         };
         // Wait until the holder is inside its own namespace: its mnt ns differs from ours.
         let mine = std::fs::read_link("/proc/self/ns/mnt").expect("own mnt ns");
@@ -442,16 +454,19 @@ pub fn sha256_hex(s: &str) -> String {
         .to_string()
 }
 
-/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd), debootstrapped once and
+/// A Debian bookworm root (minbase + nagios-nrpe-server + systemd + sudo), debootstrapped once and
 /// cached under `<target>/container-emu/` (`E2E_DEBIAN_MIRROR` overrides the mirror). Shared by
 /// the container-mode test (the NRPE image's base) and the package test (a fresh machine to
 /// install the .deb on, through an overlay: the cache itself is never changed).
 pub fn debian_nrpe_base() -> PathBuf {
+    // One debootstrap at a time: the container-mode and package tests both ask for it.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| workspace_root().join("target"));
     let dir = target.join("container-emu/debian-bookworm-nrpe");
-    let stamp = "bookworm minbase nagios-nrpe-server,systemd";
+    let stamp = "bookworm minbase nagios-nrpe-server,systemd,sudo";
     let stamp_file = dir.join(".k8s-storage-checks-base");
     if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
         return dir;
@@ -468,7 +483,7 @@ pub fn debian_nrpe_base() -> PathBuf {
     let st = Command::new("debootstrap")
         .args([
             "--variant=minbase",
-            "--include=nagios-nrpe-server,systemd",
+            "--include=nagios-nrpe-server,systemd,sudo",
             "bookworm",
         ])
         .arg(&tmp)

@@ -454,6 +454,7 @@ fn plain_image_sees_the_host_through_host_root() {
     if !tools(t, &["capsh", "nsenter", "unshare", "mkfs.ext4", "bindfs"]) {
         return;
     }
+    let _machine = e2e::exclusive();
     let work = tempfile::tempdir().unwrap();
     let textfile = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -798,6 +799,7 @@ fn nrpe_image_answers_check_nrpe() {
     ) {
         return;
     }
+    let _machine = e2e::exclusive();
     let base = e2e::debian_nrpe_base();
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -829,18 +831,73 @@ fn nrpe_image_answers_check_nrpe() {
     .unwrap();
     let commands: Vec<&str> = cfg.lines().filter(|l| l.starts_with("command[")).collect();
     assert!(!commands.is_empty(), "no commands: {cfg}");
+    // The checks that need the pod's capabilities run through `sudo -n`, with exactly the command
+    // lines of the sudoers drop-in; the others run as nagios, without any.
+    let privileged = std::fs::read_to_string(
+        layer
+            .path()
+            .join("usr/local/lib/k8s-storage-checks/privileged"),
+    )
+    .unwrap();
+    let privileged: Vec<&str> = privileged.split_whitespace().collect();
+    assert!(
+        privileged.contains(&"check_ro_pvc_mounts")
+            && privileged.contains(&"check_storage_kernel_errors"),
+        "{privileged:?}"
+    );
+    let sudoers =
+        std::fs::read_to_string(layer.path().join("etc/sudoers.d/k8s-storage-checks")).unwrap();
+    let mut sudo_lines = 0;
     for l in &commands {
         let (_, cmdline) = l.split_once('=').unwrap();
-        let mut w = cmdline.split_whitespace();
-        assert!(w.next().unwrap().contains("/check_"), "{l}");
+        let mut w = cmdline.split_whitespace().peekable();
+        let via_sudo = w.peek() == Some(&"/usr/bin/sudo");
+        if via_sudo {
+            assert_eq!(w.nth(1), Some("-n"), "{l}");
+        }
+        let bin = w.next().unwrap();
+        assert!(bin.contains("/check_"), "{l}");
+        let name = bin.rsplit('/').next().unwrap();
+        assert_eq!(via_sudo, privileged.contains(&name), "{l}");
         assert_eq!(w.next(), Some("--host-root"), "{l}");
         assert_eq!(w.next(), Some("/host"), "{l}");
         assert!(
             !l.contains("--kubeconfig"),
             "the pod uses its ServiceAccount: {l}"
         );
-        assert!(!l.contains("sudo"), "{l}");
+        if via_sudo {
+            let exact = format!(
+                "nagios ALL=(root) NOPASSWD: {}",
+                &cmdline["/usr/bin/sudo -n ".len()..]
+            );
+            assert!(
+                sudoers.lines().any(|s| s == exact),
+                "{exact}\nnot in\n{sudoers}"
+            );
+            sudo_lines += 1;
+        }
     }
+    assert_eq!(
+        sudoers.lines().filter(|l| l.contains("NOPASSWD")).count(),
+        sudo_lines,
+        "the sudoers drop-in allows more than the NRPE commands:\n{sudoers}"
+    );
+    let visudo = Cmd::new("visudo")
+        .args(["-c", "-f"])
+        .arg(layer.path().join("etc/sudoers.d/k8s-storage-checks"))
+        .run();
+    assert_eq!(visudo.code, 0, "{visudo:?}");
+    // The image's last stage: deploy/container/harden.sh, with the base's nagios group.
+    let hardened = Cmd::new("sh")
+        .arg(
+            layer
+                .path()
+                .join("usr/local/lib/k8s-storage-checks/harden.sh"),
+        )
+        .arg(layer.path())
+        .arg(base.join("etc/group"))
+        .run();
+    assert_eq!(hardened.code, 0, "{hardened:?}");
     let ro_cmd = commands
         .iter()
         .find(|l| l.contains("/check_ro_pvc_mounts "))
@@ -877,6 +934,10 @@ fn nrpe_image_answers_check_nrpe() {
     )
     .unwrap();
     nrpe_cfg += "\ncommand[emu_whoami]=/bin/sh /etc/k8s-storage-checks/whoami.sh\n";
+    // The agent's account turned attacker: the same sudo-able check with other arguments (a
+    // root-only file as the mount table), and the check run directly on that file.
+    nrpe_cfg += "command[emu_sudo_other]=/usr/bin/sudo -n /usr/lib/nagios/plugins/check_ro_pvc_mounts --host-root /host --mountinfo /etc/shadow -t 8\n";
+    nrpe_cfg += "command[emu_direct]=/usr/lib/nagios/plugins/check_ro_pvc_mounts --host-root /host --mountinfo /etc/shadow -t 8\n";
     std::fs::write(config.path().join("nrpe.cfg"), nrpe_cfg).unwrap();
 
     let host = EmuHost::new(&tree);
@@ -910,24 +971,55 @@ fn nrpe_image_answers_check_nrpe() {
             .run()
     };
 
-    // The checks run as nagios with exactly the three capabilities, ambient.
+    // nrpe and what it runs directly hold no capability at all; NRPE keeps the node's name.
     let who = nrpe("emu_whoami");
-    assert!(who.stdout.starts_with("nagios node= CapEff:"), "{who:?}");
-    let eff = who.stdout.split_whitespace().last().unwrap().to_string();
-    let want = Cmd::new("capsh").arg(format!("--decode={eff}")).run();
-    let mut got: Vec<&str> = want
-        .stdout
-        .trim()
-        .rsplit('=')
-        .next()
-        .unwrap()
-        .split(',')
-        .collect();
-    got.sort();
-    assert_eq!(
-        got,
-        ["cap_dac_read_search", "cap_sys_ptrace", "cap_syslog"],
+    assert!(
+        who.stdout.starts_with("nagios node=node-emu CapEff:"),
         "{who:?}"
+    );
+    let eff = who.stdout.split_whitespace().last().unwrap().to_string();
+    assert_eq!(
+        u64::from_str_radix(&eff, 16),
+        Ok(0),
+        "nrpe's commands hold capabilities: {who:?}"
+    );
+    // The binaries with a sudo rule are root:nagios 0750 in the image.
+    let nagios_gid = std::fs::read_to_string(base.join("etc/group"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("nagios:"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|g| g.parse::<u32>().ok())
+        .expect("the base has a nagios group");
+    for name in &privileged {
+        use std::os::unix::fs::MetadataExt;
+        // The image layer (the container's root is only visible in its own mount namespace).
+        let p = layer.path().join("usr/lib/nagios/plugins").join(name);
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (0, nagios_gid, 0o750),
+            "{}",
+            p.display()
+        );
+    }
+    // sudo refuses any other command line; run directly the check has no privilege: nothing of
+    // the root-only file comes out either way.
+    let shadow = std::fs::read_to_string(base.join("etc/shadow")).unwrap();
+    let secret = shadow.lines().next().unwrap().to_string();
+    assert!(secret.starts_with("root:"), "{secret}");
+    for probe in ["emu_sudo_other", "emu_direct"] {
+        let out = nrpe(probe);
+        assert!(
+            !out.stdout.contains("root:") && !out.stdout.contains(&secret),
+            "{probe}: {out:?}"
+        );
+        assert_ne!(out.code, 0, "{probe}: {out:?}");
+    }
+    let direct = nrpe("emu_direct");
+    assert!(
+        direct.first_line().starts_with("RO_PVC_MOUNTS UNKNOWN"),
+        "{direct:?}"
     );
 
     let dev = host_pv(
@@ -960,7 +1052,7 @@ fn nrpe_image_answers_check_nrpe() {
             .unwrap()
             .1
             .split_whitespace()
-            .next()
+            .find(|w| w.contains("/check_"))
             .unwrap();
         if !built.iter().any(|b| binary.ends_with(&format!("/{b}"))) {
             progress(&format!("{name}: {binary} not in this tree yet"));

@@ -17,7 +17,6 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const PLUGIN_DIR: &str = "/usr/lib/nagios/plugins";
@@ -140,9 +139,6 @@ const JOURNAL_PV: &str = "pvc-deploy-journal";
 /// The checks whose answer is the same from every node (the role installs them only on hosts
 /// with the cluster scope).
 const CLUSTER_WIDE: [&str; 2] = ["check_jiva_rep_crashloop", "check_watch_cache"];
-
-/// Tests that run the role against this machine's real paths must not overlap.
-static MACHINE: Mutex<()> = Mutex::new(());
 
 /// The status name of a check binary: check_ro_pvc_mounts → RO_PVC_MOUNTS.
 fn status_name(check: &str) -> String {
@@ -503,7 +499,8 @@ fn role_on_this_machine(t: &str, mode: &str) {
         return;
     }
     let caps_mode = mode == "caps";
-    let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // The role runs against this machine's real paths: no other machine-changing test meanwhile.
+    let _machine = e2e::exclusive();
     let checks = all_checks();
     assert!(!checks.is_empty());
     let bins = bin_dir();
@@ -1047,6 +1044,7 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     {
         return;
     }
+    let _machine = e2e::exclusive();
     let checks = all_checks();
     let work = tempfile::tempdir().unwrap();
     let tarball = release_tarball(work.path(), &checks);

@@ -247,6 +247,7 @@ fn nagios_pages_for_every_incident_and_recovers() {
     {
         return;
     }
+    let _machine = e2e::exclusive();
     let started = Instant::now();
     let iv = Intervals::from_env();
     let mut node = Node::new();

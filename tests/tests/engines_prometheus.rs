@@ -288,6 +288,7 @@ fn prometheus_alertmanager_page_for_every_incident_and_resolve() {
     {
         return;
     }
+    let _machine = e2e::exclusive();
     let started = Instant::now();
     let iv = Intervals::from_env();
     let mut node = Node::new();

@@ -1891,8 +1891,11 @@ fn state_writes_cannot_be_redirected() {
 }
 
 /// Tasks in D state that are probe threads of our mount checks (the thread is named `probe`; its
-/// own `exe` link names the binary even after the rest of its process exited).
-fn stuck_probe_tasks() -> Vec<String> {
+/// own `exe` link names the binary even after the rest of its process exited) whose command line
+/// holds `only` (a test's own run directory: other tests of the binary may have probes of their
+/// own stuck on their stopped FUSE daemons; "" for all of them). The thread's own `cmdline` still
+/// reads after its process's main thread exited: the thread keeps the memory map.
+fn stuck_probe_tasks(only: &str) -> Vec<String> {
     let mut out = Vec::new();
     for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         if p.file_name().to_string_lossy().parse::<u32>().is_err() {
@@ -1917,6 +1920,10 @@ fn stuck_probe_tasks() -> Vec<String> {
             }
             let exe = std::fs::read_link(tp.join("exe")).unwrap_or_default();
             let exe = exe.to_string_lossy();
+            let cmdline = std::fs::read(tp.join("cmdline")).unwrap_or_default();
+            if !String::from_utf8_lossy(&cmdline).contains(only) {
+                continue;
+            }
             if exe.contains("check_ro_pvc_mounts") || exe.contains("check_stale_csi_mounts") {
                 out.push(format!("{} ({exe})", tp.display()));
             }
@@ -1929,6 +1936,8 @@ fn stuck_probe_tasks() -> Vec<String> {
 /// completes), wait for the stuck tasks to go, unmount the filesystem, detach the loop device.
 struct DStateScenario<'a> {
     ns: &'a e2e::Ns,
+    /// The test's run directory: the stuck tasks waited for are those with it on their command line.
+    run: String,
     daemon: i32,
     mount: PathBuf,
     loop_dev: String,
@@ -1939,7 +1948,7 @@ impl Drop for DStateScenario<'_> {
         use nix::sys::signal::{kill, Signal};
         let _ = kill(nix::unistd::Pid::from_raw(self.daemon), Signal::SIGCONT);
         let until = std::time::Instant::now() + Duration::from_secs(60);
-        while !stuck_probe_tasks().is_empty() && std::time::Instant::now() < until {
+        while !stuck_probe_tasks(&self.run).is_empty() && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.ns
@@ -1962,10 +1971,18 @@ fn d_state_probes_do_not_pile_up() {
     if !e2e::need_root(test) || !e2e::need_tool(test, "bindfs") {
         return;
     }
+    // A stuck device stalls whatever touches it (a `mount -o loop` scanning loop devices, a global
+    // sync): no machine-changing test beside it, and no test with mounts of its own meanwhile.
+    let _machine = e2e::exclusive();
+    // Those tests' probes on their stopped daemons end when their namespaces go (deadline).
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !stuck_probe_tasks("").is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
-        stuck_probe_tasks().is_empty(),
+        stuck_probe_tasks("").is_empty(),
         "stuck probe tasks before the test: {:?}",
-        stuck_probe_tasks()
+        stuck_probe_tasks("")
     );
     let d = open_tempdir();
     let dp = d.path();
@@ -1984,13 +2001,14 @@ fn d_state_probes_do_not_pile_up() {
         mp = mp.display()
     ));
     let loop_dev = out.stdout.trim().lines().last().unwrap().to_string();
+    let run = dp.join("run");
     let scenario = DStateScenario {
         ns: &ns,
+        run: run.to_string_lossy().into_owned(),
         daemon,
         mount: mp.clone(),
         loop_dev,
     };
-    let run = dp.join("run");
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o750)).unwrap();
     let pods = write(
@@ -2040,7 +2058,8 @@ fn d_state_probes_do_not_pile_up() {
         );
         outs.push(o);
     }
-    let stuck = stuck_probe_tasks();
+    let own = run.to_string_lossy().into_owned();
+    let stuck = stuck_probe_tasks(&own);
     println!("stuck probe tasks after ten runs: {stuck:?}");
     let markers: Vec<_> = std::fs::read_dir(&run).unwrap().flatten().collect();
     drop(scenario);
@@ -2067,8 +2086,8 @@ fn d_state_probes_do_not_pile_up() {
         );
     }
     assert!(
-        stuck_probe_tasks().is_empty(),
+        stuck_probe_tasks(&own).is_empty(),
         "stuck probe tasks left after the daemon ran again: {:?}",
-        stuck_probe_tasks()
+        stuck_probe_tasks(&own)
     );
 }

@@ -208,6 +208,7 @@ fn readme_quickstart_first_command_in_a_fresh_clone_replays_both_incidents() {
     {
         return;
     }
+    let _machine = e2e::exclusive();
     let first = quickstart().into_iter().next().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let clone = tmp.path().join("k8s-storage-checks");
@@ -268,6 +269,7 @@ fn ctrl_c_in_the_middle_leaves_nothing_behind() {
     if !need_root(t) || !need_tool(t, "bindfs") || !need_tool(t, "mkfs.ext4") {
         return;
     }
+    let _machine = e2e::shared();
     let mut child = Command::new(e2e::bin("k8s-storage-checks-replay"))
         .arg("--bin-dir")
         .arg(e2e::bin_dir())

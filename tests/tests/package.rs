@@ -112,6 +112,7 @@ fn deb_is_lintian_clean_installs_with_the_privilege_model_answers_nrpe_and_purge
     {
         return;
     }
+    let _machine = e2e::exclusive();
     let work = tempfile::tempdir().unwrap();
     let deb = build("mkdeb", work.path());
     assert!(

@@ -562,6 +562,8 @@ fn no_discovered_credentials_while_privileged() {
     if !ok_to_run(t) {
         return;
     }
+    // It makes an empty /etc/kubernetes on the machine for a while (the bind mount's target).
+    let _machine = e2e::exclusive();
     let lab = Lab::new();
     let root = lab.kubelet_root();
     let caps: std::collections::BTreeMap<String, String> =

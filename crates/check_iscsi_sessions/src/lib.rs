@@ -12,7 +12,6 @@ pub use evaluate::{evaluate, evaluate_named, wanted};
 pub use gather::{gather, Gathered};
 
 use clap::Parser;
-use kube::names::{Names, Wanted};
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
 use regex::Regex;
 
@@ -124,18 +123,9 @@ impl Check for Opts {
         let data = gather(self, ctx)?;
         let policy = Policy::from(self);
         // Names only after sysfs is read, and only for the volumes of unhealthy sessions.
-        let names = resolve_names(&self.names, &wanted(&data, &policy), ctx);
+        let names = kube::names::resolve(&self.names, &wanted(&data, &policy), ctx);
         Ok(evaluate_named(&data, &policy, &names))
     }
-}
-
-/// The shared resolver: through the API too with the `api` feature (default), else from
-/// --pods-json/--pvs-json only.
-fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    #[cfg(feature = "api")]
-    return kube::names::resolve(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! evaluate() on in-memory sysfs data: every rule has a test that fails when the rule breaks.
 
 use super::*;
+use kube::names::Names;
 use node::iscsi::{Attr, AttrError, BlockDev, Connection, ScsiDevice, Session, Sessions};
 use node::usage::{DeviceUsage, Scope};
 use plugin::Status;

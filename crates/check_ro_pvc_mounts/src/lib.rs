@@ -13,7 +13,6 @@ pub use evaluate::{evaluate, evaluate_named, judge, signal_of, wanted, Verdict};
 pub use gather::{gather, group, NodeData, Volume};
 
 use clap::Parser;
-use kube::names::{Names, Wanted};
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
 
 #[derive(Parser, Debug)]
@@ -91,7 +90,7 @@ impl Check for Opts {
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let data = gather(self, ctx)?;
         // Names only after the node's own work, and only for what will be reported.
-        let names = resolve_names(&self.names, &wanted(&data), ctx);
+        let names = kube::names::resolve(&self.names, &wanted(&data), ctx);
         ctx.stage("evaluating");
         let t = Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()));
         let report = evaluate_named(&data, &t, &names);
@@ -100,15 +99,6 @@ impl Check for Opts {
         std::mem::forget(data);
         Ok(report)
     }
-}
-
-/// The shared resolver: through the API too with the `api` feature (default), else from
-/// --pods-json/--pvs-json only.
-fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    #[cfg(feature = "api")]
-    return kube::names::resolve(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use kube::names::Names;
 use node::fsstate;
 use node::probe::Outcome;
 use node::usage::{DeviceUsage, Scope};

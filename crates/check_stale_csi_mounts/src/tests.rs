@@ -3,6 +3,12 @@
 use super::*;
 use cluster::{Attachment, DriverInfo, PodInfo, PvInfo};
 use nix::errno::Errno;
+use node::kubelet::VolData;
+use node::probe::Outcome;
+use plugin::{Report, Status};
+use regex::Regex;
+use std::path::PathBuf;
+use std::time::Duration;
 
 const ROOT: &str = "/var/lib/kubelet";
 const NODE: &str = "worker-04";
@@ -122,6 +128,10 @@ fn opts(args: &[&str]) -> Opts {
     Opts::parse_from(argv)
 }
 
+fn policy(args: &[&str]) -> Policy {
+    opts(args).policy()
+}
+
 fn perf(r: &Report, label: &str) -> f64 {
     r.perfdata
         .iter()
@@ -156,7 +166,7 @@ fn healthy_with_full_view_is_ok_with_stable_perfdata() {
             vec![va("pvc-a", NODE)],
         ),
     );
-    let r = evaluate(&d, &opts(&[]));
+    let r = evaluate(&d, &policy(&[]));
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(r.summary, "2 CSI mounts healthy");
     let labels: Vec<_> = r.perfdata.iter().map(|p| p.label.as_str()).collect();
@@ -177,7 +187,7 @@ fn healthy_with_full_view_is_ok_with_stable_perfdata() {
 #[test]
 fn without_cluster_view_the_summary_says_cross_checks_were_skipped() {
     let d = data(healthy_pair(), ClusterView::local_only(NODE));
-    let r = evaluate(&d, &opts(&[]));
+    let r = evaluate(&d, &policy(&[]));
     assert_eq!(r.status, Status::Ok);
     assert!(
         r.summary.contains("API cross-checks skipped"),
@@ -191,7 +201,7 @@ fn without_cluster_view_the_summary_says_cross_checks_were_skipped() {
             ..ClusterView::local_only(NODE)
         },
     );
-    assert!(evaluate(&d, &opts(&[]))
+    assert!(evaluate(&d, &policy(&[]))
         .summary
         .contains("pod cross-check skipped"));
     let d = data(
@@ -201,7 +211,7 @@ fn without_cluster_view_the_summary_says_cross_checks_were_skipped() {
             ..ClusterView::local_only(NODE)
         },
     );
-    assert!(evaluate(&d, &opts(&[]))
+    assert!(evaluate(&d, &policy(&[]))
         .summary
         .contains("PV cross-check skipped"));
 }
@@ -220,7 +230,7 @@ fn every_corrupted_errno_is_critical_and_enoent_is_not() {
             stage: node::probe::Stage::Statfs,
             errno: e,
         });
-        let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+        let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
         assert_eq!(r.status, Status::Critical, "{e:?}");
         let f = &r
             .findings
@@ -257,7 +267,7 @@ fn every_corrupted_errno_is_critical_and_enoent_is_not() {
         errno: Errno::ENOENT,
     });
     assert_eq!(
-        evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[])).status,
+        evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[])).status,
         Status::Ok
     );
 }
@@ -270,7 +280,7 @@ fn other_errnos_and_probe_errors_are_unknown_not_stale() {
         errno: Errno::ELOOP,
     });
     ms[1].probe = Some(Outcome::ProbeError("fork: EAGAIN".into()));
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(r.status, Status::Unknown);
     assert_eq!(perf(&r, "stale_mounts"), 0.0);
     assert!(r.summary.contains("2 not probed"), "{}", r.summary);
@@ -282,7 +292,7 @@ fn hung_is_critical_with_the_time_it_waited() {
     ms[0].probe = Some(Outcome::Hung {
         after: Duration::from_secs(3),
     });
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     assert_eq!(perf(&r, "hung_mounts"), 1.0);
     let t = problem_texts(&r);
@@ -308,7 +318,7 @@ fn orphaned_pod_mount_needs_the_pod_list_and_filters_by_node() {
         vec![pv("pvc-a")],
         vec![va("pvc-a", NODE)],
     );
-    let r = evaluate(&data(ms.clone(), view), &opts(&[]));
+    let r = evaluate(&data(ms.clone(), view), &policy(&[]));
     assert_eq!(r.status, Status::Critical, "{r:?}");
     assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
     let f = r
@@ -333,18 +343,18 @@ fn orphaned_pod_mount_needs_the_pod_list_and_filters_by_node() {
         vec![pv("pvc-a")],
         vec![va("pvc-a", NODE)],
     );
-    let r = evaluate(&data(ms.clone(), view), &opts(&[]));
+    let r = evaluate(&data(ms.clone(), view), &policy(&[]));
     assert_eq!(perf(&r, "orphaned_mounts"), 1.0);
     assert!(problem_texts(&r)[0].contains("pod u-1 is not a pod of node worker-04"));
     // Without a pod list nothing is orphaned.
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(perf(&r, "orphaned_mounts"), 0.0);
 }
 
 #[test]
 fn a_pod_list_without_pods_on_this_node_is_unknown_not_all_orphaned() {
     let view = full_view(vec![pod("u-1", "worker-01")], vec![pv("pvc-a")], vec![]);
-    let r = evaluate(&data(healthy_pair(), view), &opts(&[]));
+    let r = evaluate(&data(healthy_pair(), view), &policy(&[]));
     assert_eq!(r.status, Status::Unknown);
     assert!(
         r.summary.contains("no pod on node 'worker-04'") && r.summary.contains("worker-01"),
@@ -361,7 +371,7 @@ fn staging_of_a_deleted_pv_is_critical() {
             ms,
             full_view(vec![pod("u-9", NODE)], vec![pv("pvc-a")], vec![]),
         ),
-        &opts(&[]),
+        &policy(&[]),
     );
     assert_eq!(r.status, Status::Critical);
     let f = r
@@ -396,7 +406,7 @@ fn staging_without_attachment_here_is_critical_only_for_attaching_drivers() {
         vec![pv("pvc-a")],
         vec![va("pvc-a", "worker-01")],
     );
-    let r = evaluate(&data(ms.clone(), view.clone()), &opts(&[]));
+    let r = evaluate(&data(ms.clone(), view.clone()), &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     assert!(problem_texts(&r)[0].contains("no VolumeAttachment of PV pvc-a to node worker-04"));
     // The CSIDriver says it never attaches: no rule.
@@ -406,19 +416,19 @@ fn staging_without_attachment_here_is_critical_only_for_attaching_drivers() {
         attach_required: false,
     }];
     assert_eq!(
-        evaluate(&data(ms.clone(), v2), &opts(&[])).status,
+        evaluate(&data(ms.clone(), v2), &policy(&[])).status,
         Status::Ok
     );
     // No VolumeAttachment of that driver anywhere and no CSIDriver: cannot tell, no rule.
     let mut v3 = view;
     v3.attachments = Some(vec![]);
-    assert_eq!(evaluate(&data(ms, v3), &opts(&[])).status, Status::Ok);
+    assert_eq!(evaluate(&data(ms, v3), &policy(&[])).status, Status::Ok);
 }
 
 #[test]
 fn unpublished_staging_is_a_warning() {
     let ms = vec![staging("pvc-a", Some("pvc-a"), (8, 16), ok())];
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(r.status, Status::Warning);
     assert!(problem_texts(&r)[0].starts_with("unpublished staging mount "));
     assert_eq!(perf(&r, "stale_mounts"), 1.0);
@@ -435,14 +445,14 @@ fn staging_is_published_by_device_or_by_pv_name() {
     let ids = identify(&d.mounts, &d.cluster);
     assert_eq!(ids[0].pv.as_deref(), Some("pvc-b"));
     assert_eq!(ids[0].pv_from, "pod mount");
-    assert_eq!(evaluate(&d, &opts(&[])).status, Status::Ok);
+    assert_eq!(evaluate(&d, &policy(&[])).status, Status::Ok);
     // Different device (e.g. NFS mounted twice), same PV.
     let ms = vec![
         staging("pvc-c", Some("pvc-c"), (0, 60), ok()),
         pod_mount("u-1", "pvc-c", (0, 61), ok()),
     ];
     assert_eq!(
-        evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[])).status,
+        evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[])).status,
         Status::Ok
     );
 }
@@ -504,7 +514,7 @@ fn old_staging_scheme_and_block_mode() {
                 vec![],
             ),
         ),
-        &opts(&[]),
+        &policy(&[]),
     );
     // The old-scheme staging has no pod mount: unpublished; the block staging is published.
     assert_eq!(r.status, Status::Warning, "{r:?}");
@@ -527,7 +537,7 @@ fn include_and_exclude_match_mount_point_pv_or_driver() {
     let mut ms = ms;
     ms[1].selected = false;
     ms[1].probe = None;
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(r.status, Status::Ok);
     assert_eq!(perf(&r, "csi_mounts"), 1.0);
     assert!(r.notes.iter().any(|n| n.contains("1 CSI mount excluded")));
@@ -541,21 +551,21 @@ fn thresholds_on_the_stale_count_replace_class_states() {
     });
     let d = data(ms, ClusterView::local_only(NODE));
     assert_eq!(
-        evaluate(&d, &opts(&["-w", "1", "-c", "2"])).status,
+        evaluate(&d, &policy(&["-w", "1", "-c", "2"])).status,
         Status::Ok
     );
     assert_eq!(
-        evaluate(&d, &opts(&["-w", "0", "-c", "2"])).status,
+        evaluate(&d, &policy(&["-w", "0", "-c", "2"])).status,
         Status::Warning
     );
-    let r = evaluate(&d, &opts(&["-c", "0"]));
+    let r = evaluate(&d, &policy(&["-c", "0"]));
     assert_eq!(r.status, Status::Critical);
     assert_eq!(r.perfdata[1].render(), "stale_mounts=1;;0;0");
 }
 
 #[test]
 fn no_csi_mounts_is_ok_and_says_where_it_looked() {
-    let r = evaluate(&data(vec![], ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(vec![], ClusterView::local_only(NODE)), &policy(&[]));
     assert_eq!(r.status, Status::Ok);
     assert!(
         r.summary
@@ -583,7 +593,7 @@ fn va_skip_is_noted_when_pvs_have_no_attachments() {
         pods: Some(vec![pod("u-1", NODE)]),
         ..ClusterView::local_only(NODE)
     };
-    let r = evaluate(&data(healthy_pair(), view), &opts(&[]));
+    let r = evaluate(&data(healthy_pair(), view), &policy(&[]));
     assert_eq!(r.status, Status::Ok);
     assert!(
         r.notes
@@ -612,7 +622,7 @@ fn the_incident_deleted_pv_pinned_by_a_gone_pod() {
         vec![pv("pvc-a")],
         vec![va("pvc-a", NODE)],
     );
-    let r = evaluate(&data(ms, view), &opts(&[]));
+    let r = evaluate(&data(ms, view), &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     // Classes in a fixed order, whatever the mount table order.
     assert_eq!(
@@ -645,7 +655,7 @@ fn staging_without_any_clue_to_its_pv_is_stale_when_no_pv_hashes_to_it() {
     let mut m = staging("vol-lost", None, (8, 80), ok());
     m.vol_data = None;
     let view = full_view(vec![pod("u-9", NODE)], vec![pv("pvc-a")], vec![]);
-    let r = evaluate(&data(vec![m.clone()], view), &opts(&[]));
+    let r = evaluate(&data(vec![m.clone()], view), &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     assert!(
         problem_texts(&r)[0].contains("no PV of driver driver.longhorn.io has the volume handle"),
@@ -654,7 +664,7 @@ fn staging_without_any_clue_to_its_pv_is_stale_when_no_pv_hashes_to_it() {
     // The PV whose handle hashes to the directory exists: only unpublished.
     let view = full_view(vec![pod("u-9", NODE)], vec![pv("vol-lost")], vec![]);
     assert_eq!(
-        evaluate(&data(vec![m], view), &opts(&[])).status,
+        evaluate(&data(vec![m], view), &policy(&[])).status,
         Status::Warning
     );
 }
@@ -665,7 +675,7 @@ fn api_failure_is_unknown_unless_a_mount_is_worse_and_no_credentials_is_a_skip()
         api: cluster::ApiUse::Failed("HTTP 403 Forbidden: grant list on persistentvolumes".into()),
         ..ClusterView::local_only(NODE)
     };
-    let r = evaluate(&data(healthy_pair(), failed.clone()), &opts(&[]));
+    let r = evaluate(&data(healthy_pair(), failed.clone()), &policy(&[]));
     assert_eq!(r.status, Status::Unknown);
     assert!(
         r.summary.ends_with(
@@ -678,7 +688,7 @@ fn api_failure_is_unknown_unless_a_mount_is_worse_and_no_credentials_is_a_skip()
     ms[0].probe = Some(Outcome::Hung {
         after: Duration::from_secs(3),
     });
-    let r = evaluate(&data(ms, failed), &opts(&[]));
+    let r = evaluate(&data(ms, failed), &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.summary.contains("API cross-checks failed"),
@@ -690,7 +700,7 @@ fn api_failure_is_unknown_unless_a_mount_is_worse_and_no_credentials_is_a_skip()
         api: cluster::ApiUse::Skipped("no Kubernetes credentials found: ...".into()),
         ..ClusterView::local_only(NODE)
     };
-    let r = evaluate(&data(healthy_pair(), skipped), &opts(&[]));
+    let r = evaluate(&data(healthy_pair(), skipped), &policy(&[]));
     assert_eq!(r.status, Status::Ok);
     assert!(
         r.summary
@@ -725,7 +735,7 @@ fn findings_name_the_pod_and_claim_the_cross_checks_read() {
         ms,
         full_view(vec![pod("u-1", NODE)], vec![p], vec![va("pvc-a", NODE)]),
     );
-    let r = evaluate(&d, &opts(&[]));
+    let r = evaluate(&d, &policy(&[]));
     assert_eq!(r.status, Status::Critical);
     let f = r.findings.iter().find(|f| f.status != Status::Ok).unwrap();
     assert!(
@@ -744,7 +754,7 @@ fn findings_name_the_pod_and_claim_the_cross_checks_read() {
     ms[1].probe = Some(Outcome::Hung {
         after: Duration::from_secs(3),
     });
-    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &opts(&[]));
+    let r = evaluate(&data(ms, ClusterView::local_only(NODE)), &policy(&[]));
     let t = problem_texts(&r);
     assert!(t[0].ends_with("no answer in 3s"), "{}", t[0]);
 }
@@ -759,7 +769,7 @@ fn umount_hint_quotes_a_hostile_path() {
         vec![pv("pvc-a")],
         vec![va("pvc-a", NODE)],
     );
-    let r = evaluate(&data(ms, view), &opts(&[]));
+    let r = evaluate(&data(ms, view), &policy(&[]));
     let hint = r
         .findings
         .iter()
@@ -770,4 +780,155 @@ fn umount_hint_quotes_a_hostile_path() {
         hint.starts_with("hint: umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #' "),
         "{hint}"
     );
+}
+
+/// The cluster view from `kubectl … -o json` documents.
+mod cluster_view {
+    use crate::cluster::*;
+    use crate::ClusterView;
+
+    const PODS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-0","namespace":"shop","uid":"u-1"},"spec":{"nodeName":"worker-04","containers":[]},"status":{"phase":"Running"}},
+      {"apiVersion":"v1","kind":"Pod","metadata":{"name":"db-0","namespace":"shop","uid":"u-2"},"spec":{"nodeName":"worker-01"}},
+      {"apiVersion":"v1","kind":"Pod","metadata":{"name":"pending","namespace":"shop","uid":"u-3"},"spec":{}}
+    ],"metadata":{"resourceVersion":""}}"#;
+
+    const PVS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pvc-81b676e6"},"spec":{"csi":{"driver":"driver.longhorn.io","volumeHandle":"pvc-81b676e6"},"claimRef":{"kind":"PersistentVolumeClaim","namespace":"shop","name":"data-web-0"}}},
+      {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-nfs"},"spec":{"nfs":{"server":"x","path":"/"}}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"csi-1"},"spec":{"attacher":"driver.longhorn.io","nodeName":"worker-04","source":{"persistentVolumeName":"pvc-81b676e6"}},"status":{"attached":true}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"csi-2"},"spec":{"attacher":"x","nodeName":"worker-04","source":{"inlineVolumeSpec":{}}}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSIDriver","metadata":{"name":"nfs.csi.k8s.io"},"spec":{"attachRequired":false}}
+    ]}"#;
+
+    /// `text` as the file `what` names, read into `o`.
+    fn parse_objects(
+        text: &str,
+        what: &str,
+        default_kind: &str,
+        o: &mut Objects,
+    ) -> Result<(), String> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("stale-csi-cluster-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.json");
+        std::fs::write(&p, text).unwrap();
+        let r = o.read(&p, what, default_kind).map_err(|e| e.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
+    }
+
+    fn view(pods: Option<&str>, pvs: Option<&str>) -> ClusterView {
+        let mut o = Objects::default();
+        if let Some(p) = pods {
+            parse_objects(p, "--pods-json", "Pod", &mut o).unwrap();
+        }
+        if let Some(p) = pvs {
+            parse_objects(p, "--pvs-json", "PersistentVolume", &mut o).unwrap();
+        }
+        o.into_view("worker-04".into(), pods.is_some(), pvs.is_some())
+    }
+
+    #[test]
+    fn pods_of_all_nodes_are_kept_and_filtered_by_node() {
+        let v = view(Some(PODS), None);
+        assert_eq!(v.pods.as_ref().unwrap().len(), 3);
+        let here: Vec<_> = v.pods_on_node().unwrap().map(|p| p.uid.as_str()).collect();
+        assert_eq!(here, ["u-1"]);
+        assert!(v.pvs.is_none() && v.attachments.is_none());
+    }
+
+    #[test]
+    fn pvs_attachments_and_drivers_from_one_list() {
+        let v = view(None, Some(PVS));
+        assert!(v.pods.is_none());
+        assert_eq!(v.pv_exists(Some("pvc-81b676e6"), None, None), Some(true));
+        assert_eq!(v.pv_exists(Some("pvc-gone"), None, None), Some(false));
+        assert_eq!(
+            v.pv_exists(
+                Some("other"),
+                Some("driver.longhorn.io"),
+                Some("pvc-81b676e6")
+            ),
+            Some(true)
+        );
+        assert_eq!(v.attachments.as_ref().unwrap().len(), 1);
+        assert_eq!(v.attached_here("pvc-81b676e6"), Some(true));
+        assert_eq!(v.attached_here("pvc-gone"), Some(false));
+        assert!(v.needs_attachment("driver.longhorn.io"));
+        assert!(!v.needs_attachment("nfs.csi.k8s.io"));
+        assert!(!v.needs_attachment("never.seen"));
+    }
+
+    #[test]
+    fn names_from_the_view_without_another_request() {
+        let v = view(Some(PODS), Some(PVS));
+        let n = names(&v);
+        assert_eq!(n.pod("u-1").as_deref(), Some("shop/web-0"));
+        assert_eq!(n.claim("pvc-81b676e6").as_deref(), Some("shop/data-web-0"));
+        assert_eq!(n.claim("pv-nfs"), None);
+        assert_eq!(
+            n.volume("pvc-81b676e6", ["u-1"]),
+            "shop/web-0 (PVC shop/data-web-0, pvc-81b676e6)"
+        );
+    }
+
+    #[test]
+    fn typed_lists_and_single_objects() {
+        let mut o = Objects::default();
+        parse_objects(
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a","namespace":"n","uid":"x"},"spec":{"nodeName":"worker-04"}}]}"#,
+            "p",
+            "PersistentVolume",
+            &mut o,
+        )
+        .unwrap();
+        parse_objects(
+            r#"{"kind":"VolumeAttachmentList","items":[]}"#,
+            "v",
+            "PersistentVolume",
+            &mut o,
+        )
+        .unwrap();
+        parse_objects(
+            r#"{"kind":"PersistentVolume","metadata":{"name":"pv1"},"spec":{}}"#,
+            "v",
+            "Pod",
+            &mut o,
+        )
+        .unwrap();
+        assert_eq!(o.pods[0].uid, "x");
+        assert_eq!(o.pvs[0].name, "pv1");
+        let v = o.into_view("worker-04".into(), true, true);
+        assert_eq!(v.attachments, Some(vec![]));
+    }
+
+    #[test]
+    fn garbage_is_an_error_naming_the_option() {
+        let mut o = Objects::default();
+        for bad in [
+            "",
+            "{",
+            "[1,2]",
+            r#"{"items":5}"#,
+            r#"{"items":[{"metadata":"str"}]}"#,
+        ] {
+            let e = parse_objects(bad, "--pods-json", "Pod", &mut o).unwrap_err();
+            assert!(e.starts_with("cannot parse --pods-json "), "{bad}: {e}");
+        }
+        // A pod without a UID cannot be matched to its mounts: refused, naming it.
+        let e = parse_objects(
+            r#"{"items":[{"kind":"Pod","metadata":{"name":"x"}}]}"#,
+            "--pods-json",
+            "Pod",
+            &mut o,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("--pods-json ") && e.ends_with(": pod 'x' has no metadata.uid"),
+            "{e}"
+        );
+    }
 }

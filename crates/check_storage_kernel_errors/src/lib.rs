@@ -12,7 +12,6 @@ pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event,
 pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgState};
 
 use clap::Parser;
-use kube::names::{Names, Wanted};
 use node::logs::time;
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
 use regex::Regex;
@@ -133,18 +132,9 @@ impl Check for Opts {
         let data = gather(self, ctx, deadline)?;
         let (policy, now) = (Policy::from(self), time::now_ms());
         // Names only after the kernel log is read, and only for the volumes the errors hit.
-        let names = resolve_names(&self.names, &wanted(&data, policy.window_ms, now), ctx);
+        let names = kube::names::resolve(&self.names, &wanted(&data, policy.window_ms, now), ctx);
         Ok(evaluate_with(&data, &policy, now, &names))
     }
-}
-
-/// The shared resolver: through the API too with the `api` feature (default), else from
-/// --pods-json/--pvs-json only.
-fn resolve_names(args: &kube::NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    #[cfg(feature = "api")]
-    return kube::names::resolve(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return kube::names::resolve_files_only(args, wanted, ctx);
 }
 
 #[cfg(test)]

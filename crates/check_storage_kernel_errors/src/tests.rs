@@ -3,6 +3,7 @@
 use super::*;
 use crate::classify::{Category, Device};
 use crate::gather::CHECK_ID;
+use kube::names::Names;
 use node::logs::state;
 use node::usage::{DeviceUsage, Scope};
 use node::Host;

@@ -1,8 +1,5 @@
-//! check_stuck_scheduled — pods scheduled to a node that never got a single container running.
-//!
-//! The incident (stale-csi-mount-workspace-pending): a stale CSI device mount wedged the kubelet's
-//! volume queue on worker-04; every pod scheduled there sat `Pending` with `PodScheduled=True` and
-//! no container status for 7–17 days, unnoticed. This is that incident's proposed "FN3b" detector.
+//! check_stuck_scheduled: pods scheduled to a node that never got a single container running,
+//! the visible sign of a kubelet whose volume work is wedged (the incidents: README's table).
 //!
 //! A pod is stuck when it is `Pending`, `PodScheduled=True`, and either
 //! - **no-status**: it has no container and no init-container status at all (the kubelet never
@@ -13,16 +10,13 @@
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
 
 use clap::Parser;
-use kube::{ApiArgs, NodeArg, Pod, PodFilter, PodsJsonArg, Time};
+use kube::{Pod, PodScopeArgs, Time};
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
     Unknown, Uom,
 };
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// At most this many event lookups per run (one request each); the rest are skipped with a note.
-pub const MAX_EVENT_LOOKUPS: usize = 20;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,25 +47,16 @@ pub struct Opts {
     pub critical: Range,
 
     #[command(flatten)]
-    pub node: NodeArg,
+    pub scope: PodScopeArgs,
 
-    /// Look at pods on every node instead of this one
-    #[arg(long, conflicts_with = "node")]
-    pub all_nodes: bool,
-
-    /// Only pods in this namespace (repeatable; default: all namespaces)
-    #[arg(long, value_name = "NS")]
-    pub namespace: Vec<String>,
+    /// `--host-root`: in a container the default node name is $NODE_NAME or the host's
+    /// /etc/hostname, not the pod's.
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     /// Do not look up FailedMount/FailedAttachVolume events for stuck pods
     #[arg(long)]
     pub no_events: bool,
-
-    #[command(flatten)]
-    pub api: ApiArgs,
-
-    #[command(flatten)]
-    pub pods: PodsJsonArg,
 }
 
 /// Which rule found a pod stuck.
@@ -167,13 +152,28 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
     })
 }
 
-fn thresholds(o: &Opts) -> Thresholds {
-    Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()))
+/// What decides, from the options: how long a pod may stay stuck.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub warning: Range,
+    pub critical: Range,
+}
+
+impl Policy {
+    fn thresholds(&self) -> Thresholds {
+        Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()))
+    }
+
+    /// The state of a candidate at `now` (OK: not stuck for long enough yet).
+    pub fn judge(&self, c: &Candidate, now: Time) -> Status {
+        let age = c.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0);
+        self.thresholds().evaluate(age as f64)
+    }
 }
 
 /// Decide. Pure: `now` is Unix seconds.
-pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
-    let th = thresholds(o);
+pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
+    let th = policy.thresholds();
     let mut stuck: Vec<(Status, i64, &Candidate)> = Vec::new();
     let mut young = 0;
     for c in &d.candidates {
@@ -195,7 +195,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if young > 0 {
             s.push_str(&format!(
                 ", {young} pending without containers {}",
-                plugin::args::duration_range_quiet(&o.warning)
+                plugin::args::duration_range_quiet(&policy.warning)
             ));
         }
         s
@@ -260,29 +260,22 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
 
 /// The latest FailedMount/FailedAttachVolume event among `events`.
 pub fn latest_volume_event(events: &[kube::Event]) -> Option<(String, String, Option<Time>)> {
-    events
-        .iter()
-        .filter(|e| e.reason == "FailedMount" || e.reason == "FailedAttachVolume")
-        .max_by_key(|e| e.last_seen())
-        .map(|e| (e.reason.clone(), e.message.clone(), e.last_seen()))
+    kube::events::latest(events, |e| {
+        e.reason == "FailedMount" || e.reason == "FailedAttachVolume"
+    })
+    .map(|e| (e.reason.clone(), e.message.clone(), e.last_seen()))
 }
 
 impl Opts {
-    fn filter(&self) -> Result<PodFilter, Unknown> {
-        Ok(PodFilter {
-            namespaces: self.namespace.clone(),
-            node: if self.all_nodes {
-                None
-            } else {
-                Some(self.node.name()?)
-            },
-            labels: None,
-        })
+    pub fn policy(&self) -> Policy {
+        Policy {
+            warning: self.warning.clone(),
+            critical: self.critical.clone(),
+        }
     }
 
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let filter = self.filter()?;
         let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
@@ -291,28 +284,24 @@ impl Opts {
             }
         };
         // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = kube::nodes::scan_node_pods(
-            self.pods.pods_json.as_deref(),
-            &self.api,
-            filter,
-            !self.all_nodes && self.node.guessed(),
-            ctx,
-            &mut take,
-        )?;
+        let scan = self
+            .scope
+            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
         d.scope = scan.filter.describe();
         d.notes.extend(scan.note);
-        let client = scan.client;
         if !self.no_events {
             let stuck = self.stuck_keys(&d, now);
-            match &client {
-                Some(c) => lookup_events(c, &stuck, &mut d, ctx),
-                None if !stuck.is_empty() => d
-                    .notes
-                    .push("events not looked up (pods read from --pods-json)".into()),
-                None => {}
-            }
+            let ev = kube::events::latest_per_pod(
+                scan.client.as_ref(),
+                &stuck,
+                "stuck",
+                ctx,
+                latest_volume_event,
+            );
+            d.events = ev.found;
+            d.notes.extend(ev.notes);
         }
-        if let Some(c) = &client {
+        if let Some(c) = &scan.client {
             for line in c.requests() {
                 ctx.debug(line);
             }
@@ -322,40 +311,12 @@ impl Opts {
 
     /// `(namespace, name)` of the candidates old enough to alert.
     fn stuck_keys(&self, d: &Data, now: Time) -> Vec<(String, String)> {
-        let th = thresholds(self);
+        let policy = self.policy();
         d.candidates
             .iter()
-            .filter(|c| {
-                let age = c.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0);
-                th.evaluate(age as f64) != Status::Ok
-            })
+            .filter(|c| policy.judge(c, now) != Status::Ok)
             .map(|c| (c.namespace.clone(), c.name.clone()))
             .collect()
-    }
-}
-
-/// The latest volume event of each stuck pod (at most [`MAX_EVENT_LOOKUPS`] requests). A failure
-/// leaves the verdict alone and says why in a note.
-fn lookup_events(client: &kube::Client, stuck: &[(String, String)], d: &mut Data, ctx: &Ctx) {
-    for (i, (ns, name)) in stuck.iter().enumerate() {
-        if i >= MAX_EVENT_LOOKUPS {
-            d.notes.push(format!(
-                "events looked up for the first {MAX_EVENT_LOOKUPS} stuck pods only"
-            ));
-            break;
-        }
-        ctx.stage(format!("reading events of {ns}/{name}"));
-        match client.events_for(ns, "Pod", name) {
-            Ok(ev) => {
-                if let Some(e) = latest_volume_event(&ev) {
-                    d.events.insert(format!("{ns}/{name}"), e);
-                }
-            }
-            Err(e) => {
-                d.notes.push(format!("events not read: {e}"));
-                break;
-            }
-        }
     }
 }
 
@@ -366,209 +327,14 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.pods.reads_stdin()
+        self.scope.pods.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
         let d = self.gather(ctx, now)?;
-        Ok(evaluate(&d, self, now))
+        Ok(evaluate(&d, &self.policy(), now))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::time::parse_rfc3339;
-
-    const NOW: &str = "2026-07-12T12:00:00Z";
-
-    fn now() -> Time {
-        parse_rfc3339(NOW).unwrap()
-    }
-
-    fn opts(args: &[&str]) -> Opts {
-        let mut v = vec!["check_stuck_scheduled"];
-        v.extend_from_slice(args);
-        Opts::try_parse_from(v).unwrap()
-    }
-
-    fn pod(json: &str) -> Pod {
-        serde_json::from_str(json).unwrap()
-    }
-
-    /// A pending pod scheduled `mins` minutes before NOW, with the given status extras.
-    fn pending(name: &str, mins: i64, extra_status: &str) -> Pod {
-        let t = kube::time::format_rfc3339(now() - mins * 60);
-        pod(&format!(
-            r#"{{"metadata":{{"name":"{name}","namespace":"llmsafespaces","creationTimestamp":"{t}"}},
-            "spec":{{"nodeName":"worker-04"}},
-            "status":{{"phase":"Pending","conditions":[{{"type":"PodScheduled","status":"True","lastTransitionTime":"{t}"}}]{extra_status}}}}}"#
-        ))
-    }
-
-    fn data(pods: &[Pod]) -> Data {
-        Data {
-            pods: pods.len(),
-            candidates: pods.iter().filter_map(classify).collect(),
-            scope: "on node worker-04".into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn no_status_rule_by_age() {
-        let o = opts(&[]);
-        for (mins, want) in [
-            (4, Status::Ok),
-            (6, Status::Warning),
-            (11, Status::Critical),
-        ] {
-            let r = evaluate(&data(&[pending("ws-b70553ae", mins, "")]), &o, now());
-            assert_eq!(r.status, want, "{mins} min: {r:?}");
-        }
-        let r = evaluate(&data(&[pending("ws-b70553ae", 11, "")]), &o, now());
-        assert!(
-            r.findings[0].text.contains(
-                "llmsafespaces/ws-b70553ae on worker-04: scheduled 11m ago, no container status"
-            ),
-            "{:?}",
-            r.findings
-        );
-        assert_eq!(r.perfdata[1].value, 1.0);
-        assert_eq!(r.perfdata[2].value, 660.0);
-        assert!(r.summary.starts_with("1 of 1 pods on node worker-04 stuck after scheduling: llmsafespaces/ws-b70553ae (11m)"), "{}", r.summary);
-    }
-
-    #[test]
-    fn creating_rule_needs_every_container_waiting() {
-        let creating = r#","containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ContainerCreating"}}}],
-            "initContainerStatuses":[{"name":"i","state":{"waiting":{"reason":"PodInitializing"}}}]"#;
-        let p = pending("a", 30, creating);
-        assert_eq!(classify(&p).unwrap().rule, Rule::Creating);
-        assert_eq!(
-            evaluate(&data(&[p]), &opts(&[]), now()).status,
-            Status::Critical
-        );
-        // One container running, another still creating: not this check's business.
-        let mixed = r#","containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ContainerCreating"}}},
-            {"name":"b","state":{"running":{"startedAt":"2026-07-12T11:00:00Z"}}}]"#;
-        assert!(classify(&pending("b", 30, mixed)).is_none());
-        // Other waiting reasons (image pulls, crash loops) are other problems.
-        let pull = r#","containerStatuses":[{"name":"a","state":{"waiting":{"reason":"ImagePullBackOff"}}}]"#;
-        assert!(classify(&pending("c", 30, pull)).is_none());
-    }
-
-    /// A pod both Terminating and never started belongs to check_stuck_terminating (#21): one
-    /// pod, one alert.
-    #[test]
-    fn a_terminating_pod_is_left_to_check_stuck_terminating() {
-        let mut p = pending("ws-b70553ae", 60, "");
-        assert!(classify(&p).is_some());
-        p.metadata.deletion_timestamp = Some(now() - 30);
-        assert!(classify(&p).is_none());
-        assert_eq!(evaluate(&data(&[p]), &opts(&[]), now()).status, Status::Ok);
-    }
-
-    #[test]
-    fn only_pending_and_scheduled_pods() {
-        let mut p = pending("a", 60, "");
-        p.status.phase = "Running".into();
-        assert!(classify(&p).is_none());
-        let mut p = pending("a", 60, "");
-        p.status.conditions[0].status = "False".into();
-        assert!(
-            classify(&p).is_none(),
-            "unschedulable pods are the scheduler's problem"
-        );
-        let mut p = pending("a", 60, "");
-        p.status.conditions.clear();
-        assert!(classify(&p).is_none());
-    }
-
-    #[test]
-    fn age_falls_back_to_creation_and_thresholds_apply() {
-        let mut p = pending("a", 20, "");
-        p.status.conditions[0].last_transition_time = None;
-        let c = classify(&p).unwrap();
-        assert_eq!(c.scheduled_at, Some(now() - 1200));
-        // Custom thresholds.
-        let o = opts(&["-w", "30m", "-c", "1h"]);
-        assert_eq!(
-            evaluate(&data(&[pending("a", 20, "")]), &o, now()).status,
-            Status::Ok
-        );
-        assert_eq!(
-            evaluate(&data(&[pending("a", 45, "")]), &o, now()).status,
-            Status::Warning
-        );
-        // Clock skew: a future transition is age 0, not a huge number.
-        assert_eq!(
-            evaluate(&data(&[pending("a", -5, "")]), &opts(&[]), now()).status,
-            Status::Ok
-        );
-    }
-
-    #[test]
-    fn ok_summary_and_events_shown() {
-        let o = opts(&[]);
-        let r = evaluate(&data(&[pending("a", 2, "")]), &o, now());
-        assert_eq!(r.status, Status::Ok);
-        assert!(r.summary.contains("no pod stuck after scheduling (1 pods on node worker-04), 1 pending without containers for less than 5m"), "{}", r.summary);
-        assert_eq!(
-            r.perfdata.iter().map(|p| p.render()).collect::<Vec<_>>(),
-            [
-                "pods=1;;;0",
-                "stuck_pods=0;;;0",
-                "oldest_stuck=0s;300;600;0"
-            ]
-        );
-        let mut d = data(&[pending("a", 20, ""), pending("b", 8, "")]);
-        d.events.insert(
-            "llmsafespaces/a".into(),
-            (
-                "FailedMount".into(),
-                "MountVolume.MountDevice failed for volume \"pvc-81b676e6\"".into(),
-                Some(now() - 60),
-            ),
-        );
-        let r = evaluate(&d, &o, now());
-        assert_eq!(r.status, Status::Critical);
-        assert_eq!(r.findings.len(), 2);
-        assert_eq!(r.findings[0].status, Status::Critical, "worst first");
-        assert_eq!(r.findings[0].details, ["last FailedMount (1m ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""]);
-        assert_eq!(r.findings[1].status, Status::Warning);
-    }
-
-    #[test]
-    fn latest_volume_event_picks_newest_relevant() {
-        let ev = |reason: &str, t: &str| -> kube::Event {
-            serde_json::from_str(&format!(
-                r#"{{"reason":"{reason}","message":"{reason} at {t}","lastTimestamp":"{t}"}}"#
-            ))
-            .unwrap()
-        };
-        let evs = [
-            ev("FailedMount", "2026-07-12T10:00:00Z"),
-            ev("FailedAttachVolume", "2026-07-12T11:00:00Z"),
-            ev("Scheduled", "2026-07-12T11:30:00Z"),
-        ];
-        let (r, m, _) = latest_volume_event(&evs).unwrap();
-        assert_eq!(
-            (r.as_str(), m.as_str()),
-            (
-                "FailedAttachVolume",
-                "FailedAttachVolume at 2026-07-12T11:00:00Z"
-            )
-        );
-        assert!(latest_volume_event(&evs[2..]).is_none());
-    }
-
-    #[test]
-    fn options() {
-        assert!(Opts::try_parse_from(["x", "--all-nodes", "--node", "a"]).is_err());
-        assert!(Opts::try_parse_from(["x", "-w", "abc"]).is_err());
-        let o = opts(&["--namespace", "a", "--namespace", "b", "--node", "k8s03"]);
-        let f = o.filter().unwrap();
-        assert_eq!(f.describe(), "on node k8s03 in namespaces a, b");
-    }
-}
+mod tests;

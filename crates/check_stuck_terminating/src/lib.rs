@@ -1,9 +1,5 @@
-//! check_stuck_terminating — pods wedged in Terminating.
-//!
-//! The incident (pvek8s storage cascade, chain 3): seerr's pod was deleted at 20:32, jiva-csi's
-//! NodeUnpublish failed once on `chmod …/mount: read-only file system`, never retried, and the pod
-//! sat in Terminating for ~40 minutes with nothing saying it would never heal. The runbook's fix
-//! was a single `umount` of the pod's volume mount path on the node.
+//! check_stuck_terminating: pods wedged in Terminating, where a failed volume teardown that is
+//! never retried shows (the incidents: README's table).
 //!
 //! A pod is terminating when it has a `deletionTimestamp`. The API sets that to the time of the
 //! delete request *plus* the grace period (`deletionGracePeriodSeconds`): it is the moment the
@@ -15,7 +11,7 @@
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
 
 use clap::Parser;
-use kube::{ApiArgs, NodeArg, Pod, PodFilter, PodsJsonArg, Time};
+use kube::{Pod, PodScopeArgs, Time};
 use plugin::{
     fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
     Unknown, Uom,
@@ -24,9 +20,6 @@ use regex::Regex;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
-
-/// At most this many event lookups per run (one request each); the rest are skipped with a note.
-pub const MAX_EVENT_LOOKUPS: usize = 20;
 
 /// Grace period when a pod says none (the API's default).
 pub const DEFAULT_GRACE: i64 = 30;
@@ -63,25 +56,16 @@ pub struct Opts {
     pub critical: Range,
 
     #[command(flatten)]
-    pub node: NodeArg,
+    pub scope: PodScopeArgs,
 
-    /// Look at pods on every node instead of this one
-    #[arg(long, conflicts_with = "node")]
-    pub all_nodes: bool,
-
-    /// Only pods in this namespace (repeatable; default: all namespaces)
-    #[arg(long, value_name = "NS")]
-    pub namespace: Vec<String>,
+    /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
+    /// /etc/hostname, and the mount table is the host's.
+    #[command(flatten)]
+    pub host: node::HostRootArg,
 
     /// Do not look up FailedKillPod/FailedUnmount events for wedged pods
     #[arg(long)]
     pub no_events: bool,
-
-    #[command(flatten)]
-    pub api: ApiArgs,
-
-    #[command(flatten)]
-    pub pods: PodsJsonArg,
 
     /// Where a wedged pod's volume mounts are looked up on this node
     #[command(flatten)]
@@ -168,8 +152,22 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
     })
 }
 
-fn thresholds(o: &Opts) -> Thresholds {
-    Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()))
+/// What decides, from the options: how long past its grace period a pod may stay.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub warning: Range,
+    pub critical: Range,
+}
+
+impl Policy {
+    fn thresholds(&self) -> Thresholds {
+        Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()))
+    }
+
+    /// The state of a terminating pod at `now` (OK: inside its grace period and the thresholds).
+    pub fn judge(&self, t: &Terminating, now: Time) -> Status {
+        self.thresholds().evaluate(t.overdue(now) as f64)
+    }
 }
 
 fn age(s: i64) -> String {
@@ -204,20 +202,16 @@ pub fn is_teardown_failure(e: &kube::Event) -> bool {
 
 /// The latest teardown failure among `events`.
 pub fn latest_teardown(events: &[kube::Event]) -> Option<Teardown> {
-    events
-        .iter()
-        .filter(|e| is_teardown_failure(e))
-        .max_by_key(|e| e.last_seen())
-        .map(|e| Teardown {
-            reason: e.reason.clone(),
-            message: e.message.clone(),
-            when: e.last_seen(),
-        })
+    kube::events::latest(events, is_teardown_failure).map(|e| Teardown {
+        reason: e.reason.clone(),
+        message: e.message.clone(),
+        when: e.last_seen(),
+    })
 }
 
 /// Decide. Pure: `now` is Unix seconds.
-pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
-    let th = thresholds(o);
+pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
+    let th = policy.thresholds();
     let mut wedged: Vec<(Status, &Terminating)> = Vec::new();
     for t in &d.terminating {
         match th.evaluate(t.overdue(now) as f64) {
@@ -238,7 +232,7 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
         if n_term > 0 {
             s.push_str(&format!(
                 ", {n_term} terminating {} past their grace period",
-                plugin::args::duration_range_quiet(&o.warning)
+                plugin::args::duration_range_quiet(&policy.warning)
             ));
         }
         s.push(')');
@@ -352,21 +346,15 @@ pub fn evaluate(d: &Data, o: &Opts, now: Time) -> Report {
 }
 
 impl Opts {
-    fn filter(&self) -> Result<PodFilter, Unknown> {
-        Ok(PodFilter {
-            namespaces: self.namespace.clone(),
-            node: if self.all_nodes {
-                None
-            } else {
-                Some(self.node.name()?)
-            },
-            labels: None,
-        })
+    pub fn policy(&self) -> Policy {
+        Policy {
+            warning: self.warning.clone(),
+            critical: self.critical.clone(),
+        }
     }
 
     /// All I/O: pods (API or file) and, for wedged pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let filter = self.filter()?;
         let mut d = Data::default();
         let mut take = |p: Pod| {
             d.pods += 1;
@@ -375,34 +363,30 @@ impl Opts {
             }
         };
         // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = kube::nodes::scan_node_pods(
-            self.pods.pods_json.as_deref(),
-            &self.api,
-            filter,
-            !self.all_nodes && self.node.guessed(),
-            ctx,
-            &mut take,
-        )?;
+        let scan = self
+            .scope
+            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
         d.scope = scan.filter.describe();
         d.notes.extend(scan.note);
-        let client = scan.client;
         if !self.no_events {
-            let th = thresholds(self);
+            let policy = self.policy();
             let wedged: Vec<(String, String)> = d
                 .terminating
                 .iter()
-                .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok)
+                .filter(|t| policy.judge(t, now) != Status::Ok)
                 .map(|t| (t.namespace.clone(), t.name.clone()))
                 .collect();
-            match &client {
-                Some(c) => lookup_events(c, &wedged, &mut d, ctx),
-                None if !wedged.is_empty() => d
-                    .notes
-                    .push("events not looked up (pods read from --pods-json)".into()),
-                None => {}
-            }
+            let ev = kube::events::latest_per_pod(
+                scan.client.as_ref(),
+                &wedged,
+                "wedged",
+                ctx,
+                latest_teardown,
+            );
+            d.events = ev.found;
+            d.notes.extend(ev.notes);
         }
-        if let Some(c) = &client {
+        if let Some(c) = &scan.client {
             for line in c.requests() {
                 ctx.debug(line);
             }
@@ -415,18 +399,18 @@ impl Opts {
     /// not with --all-nodes, nor with --node naming another node). A mount table that cannot be
     /// read leaves a note.
     fn gather_mounts(&self, ctx: &Ctx, now: Time, d: &mut Data) {
-        let th = thresholds(self);
+        let policy = self.policy();
         let uids: std::collections::BTreeSet<&str> = d
             .terminating
             .iter()
-            .filter(|t| th.evaluate(t.overdue(now) as f64) != Status::Ok && !t.uid.is_empty())
+            .filter(|t| policy.judge(t, now) != Status::Ok && !t.uid.is_empty())
             .map(|t| t.uid.as_str())
             .collect();
-        if uids.is_empty() || self.all_nodes {
+        if uids.is_empty() || self.scope.all_nodes {
             return;
         }
-        let host = self.node.host.host();
-        if let Some(n) = &self.node.node {
+        let host = self.host.host();
+        if let Some(n) = &self.scope.node.node {
             if host
                 .hostname()
                 .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
@@ -499,31 +483,6 @@ pub fn pod_mounts(
     out
 }
 
-/// The latest teardown failure of each wedged pod (at most [`MAX_EVENT_LOOKUPS`] requests). A
-/// failure leaves the verdict alone and says why in a note.
-fn lookup_events(client: &kube::Client, wedged: &[(String, String)], d: &mut Data, ctx: &Ctx) {
-    for (i, (ns, name)) in wedged.iter().enumerate() {
-        if i >= MAX_EVENT_LOOKUPS {
-            d.notes.push(format!(
-                "events looked up for the first {MAX_EVENT_LOOKUPS} wedged pods only"
-            ));
-            break;
-        }
-        ctx.stage(format!("reading events of {ns}/{name}"));
-        match client.events_for(ns, "Pod", name) {
-            Ok(ev) => {
-                if let Some(e) = latest_teardown(&ev) {
-                    d.events.insert(format!("{ns}/{name}"), e);
-                }
-            }
-            Err(e) => {
-                d.notes.push(format!("events not read: {e}"));
-                break;
-            }
-        }
-    }
-}
-
 impl Check for Opts {
     const NAME: &'static str = "STUCK_TERMINATING";
     const BINARY: &'static str = "check_stuck_terminating";
@@ -531,12 +490,12 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.pods.reads_stdin()
+        self.scope.pods.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
         let d = self.gather(ctx, now)?;
-        Ok(evaluate(&d, self, now))
+        Ok(evaluate(&d, &self.policy(), now))
     }
 }
 

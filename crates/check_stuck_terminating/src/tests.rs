@@ -1,3 +1,5 @@
+//! evaluate on in-memory pods and mount tables: every rule has a test that fails when it breaks.
+
 use super::*;
 use kube::time::{format_rfc3339, parse_rfc3339};
 
@@ -12,6 +14,10 @@ fn opts(args: &[&str]) -> Opts {
     let mut v = vec!["check_stuck_terminating"];
     v.extend_from_slice(args);
     Opts::try_parse_from(v).unwrap()
+}
+
+fn policy(args: &[&str]) -> Policy {
+    opts(args).policy()
 }
 
 /// A pod whose delete was requested `secs` seconds before NOW with `grace` seconds of grace.
@@ -68,7 +74,7 @@ fn deleted_41_minutes_ago_with_failed_unmount_is_critical_with_hint() {
             when: Some(now() - 40 * 60),
         },
     );
-    let r = evaluate(&d, &opts(&[]), now());
+    let r = evaluate(&d, &policy(&[]), now());
     assert_eq!(r.status, Status::Critical);
     assert_eq!(
         r.summary,
@@ -95,7 +101,7 @@ fn deleted_41_minutes_ago_with_failed_unmount_is_critical_with_hint() {
 #[test]
 fn inside_grace_or_thresholds_is_ok() {
     // Delete requested 10 s ago with 30 s grace: not even due yet.
-    let r = evaluate(&data(&[deleted("a", 10, 30, &[])]), &opts(&[]), now());
+    let r = evaluate(&data(&[deleted("a", 10, 30, &[])]), &policy(&[]), now());
     assert_eq!(r.status, Status::Ok);
     assert_eq!(
         r.summary,
@@ -106,19 +112,19 @@ fn inside_grace_or_thresholds_is_ok() {
     // A long grace period counts: 20 min after the request with 1 h of grace is fine.
     let r = evaluate(
         &data(&[deleted("b", 20 * 60, 3600, &[])]),
-        &opts(&[]),
+        &policy(&[]),
         now(),
     );
     assert_eq!(r.status, Status::Ok);
     // Thresholds: 6 min overdue warns, 11 critical; custom values apply.
-    let st = |secs, o: &Opts| evaluate(&data(&[deleted("c", secs, 0, &[])]), o, now()).status;
-    assert_eq!(st(6 * 60, &opts(&[])), Status::Warning);
-    assert_eq!(st(11 * 60, &opts(&[])), Status::Critical);
-    assert_eq!(st(11 * 60, &opts(&["-w", "30m", "-c", "1h"])), Status::Ok);
+    let st = |secs, o: &Policy| evaluate(&data(&[deleted("c", secs, 0, &[])]), o, now()).status;
+    assert_eq!(st(6 * 60, &policy(&[])), Status::Warning);
+    assert_eq!(st(11 * 60, &policy(&[])), Status::Critical);
+    assert_eq!(st(11 * 60, &policy(&["-w", "30m", "-c", "1h"])), Status::Ok);
     // Clock skew: a deletion time in the future is not overdue.
-    assert_eq!(st(-300, &opts(&[])), Status::Ok);
+    assert_eq!(st(-300, &policy(&[])), Status::Ok);
     // No terminating pod at all.
-    let r = evaluate(&data(&[]), &opts(&[]), now());
+    let r = evaluate(&data(&[]), &policy(&[]), now());
     assert_eq!(
         r.summary,
         "no pod wedged in Terminating (10 pods on node k8s03)"
@@ -133,7 +139,7 @@ fn finalizer_without_teardown_error_is_reported_with_its_finalizers() {
         30,
         &["example.com/snapshot-cleanup", "foregroundDeletion"],
     )]);
-    let r = evaluate(&d, &opts(&[]), now());
+    let r = evaluate(&d, &policy(&[]), now());
     assert_eq!(r.status, Status::Critical);
     let f = &r.findings[0];
     assert!(
@@ -196,7 +202,7 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--critical-after", "abc"]).is_err());
     let o = opts(&["--namespace", "media", "--node", "k8s03"]);
     assert_eq!(
-        o.filter().unwrap().describe(),
+        o.scope.filter(|| None).unwrap().describe(),
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
@@ -214,7 +220,7 @@ fn a_terminating_pod_that_never_started_says_so() {
     .unwrap();
     let t = classify(&p).unwrap();
     assert!(t.never_started);
-    let r = evaluate(&data(&[p.clone()]), &opts(&[]), now());
+    let r = evaluate(&data(&[p.clone()]), &policy(&[]), now());
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.findings[0].text.contains("never started"),
@@ -230,7 +236,7 @@ fn a_terminating_pod_that_never_started_says_so() {
     assert!(classify(&p).unwrap().never_started);
     let running = deleted("web-0", 20 * 60, 30, &[]);
     assert!(!classify(&running).unwrap().never_started);
-    let r = evaluate(&data(&[running]), &opts(&[]), now());
+    let r = evaluate(&data(&[running]), &policy(&[]), now());
     assert!(!r.findings[0].text.contains("never started"));
 }
 
@@ -279,7 +285,7 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
     let mut d = data(&[deleted("seerr-0", 41 * 60, 30, &[])]);
     d.mounts
         .insert(UID.into(), vec![format!("{k}/pods/{UID}/volumes/x/my vol")]);
-    let r = evaluate(&d, &opts(&[]), now());
+    let r = evaluate(&d, &policy(&[]), now());
     assert!(
         r.findings[0]
             .details
@@ -289,7 +295,7 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
         r.findings[0]
     );
     d.mounts = m;
-    let r = evaluate(&d, &opts(&[]), now());
+    let r = evaluate(&d, &policy(&[]), now());
     let hint = r.findings[0]
         .details
         .iter()
@@ -308,7 +314,7 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
             when: Some(now() - 60),
         },
     );
-    let r = evaluate(&d, &opts(&[]), now());
+    let r = evaluate(&d, &policy(&[]), now());
     assert_eq!(
         r.findings[0]
             .details

@@ -23,17 +23,14 @@ pub struct ApiArgs {
     pub allow_insecure_http: bool,
 }
 
-/// `--node NAME` (and `--host-root DIR`): the node a check is about.
+/// `--node NAME`: the node a check is about. Without it the name is the host's, which only the
+/// node layer can read (`node::Host::hostname`: in container mode $NODE_NAME or the host's
+/// /etc/hostname, never the pod's): the check hands it in, so this API layer does no host I/O.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct NodeArg {
     /// Node name as Kubernetes knows it (default: $NODE_NAME in container mode, else this host's name)
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
     pub node: Option<String>,
-
-    /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
-    /// /etc/hostname, not the pod's.
-    #[command(flatten)]
-    pub host: node::HostRootArg,
 }
 
 impl NodeArg {
@@ -43,12 +40,15 @@ impl NodeArg {
         self.node.as_deref().is_none_or(|n| n.trim().is_empty())
     }
 
-    /// `--node`, else the host's name (lower-case, as kubelet registers it by default): in a
-    /// container (`--host-root`) $NODE_NAME or the host's hostname, never the pod's.
-    pub fn name(&self) -> Result<String, plugin::Unknown> {
+    /// `--node`, else the host's name from `host_name` (called only then; lower-case, as the
+    /// kubelet registers it by default).
+    pub fn name_or(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+    ) -> Result<String, plugin::Unknown> {
         match &self.node {
             Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-            _ => self.host.host().hostname().ok_or_else(|| {
+            _ => host_name().ok_or_else(|| {
                 plugin::Unknown("cannot tell this host's name: give --node NAME".into())
             }),
         }
@@ -84,5 +84,65 @@ impl PvsJsonArg {
     /// `--pvs-json -`: the check reads stdin (return it from `Check::reads_stdin`).
     pub fn reads_stdin(&self) -> bool {
         self.pvs_json.as_deref() == Some(std::path::Path::new("-"))
+    }
+}
+
+/// The pods of a node-scoped pod check (the stuck-pod checks): `--node` (default: the host's name),
+/// `--all-nodes`, `--namespace`, the API options and `--pods-json`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PodScopeArgs {
+    #[command(flatten)]
+    pub node: NodeArg,
+
+    /// Look at pods on every node instead of this one
+    #[arg(long, conflicts_with = "node")]
+    pub all_nodes: bool,
+
+    /// Only pods in this namespace (repeatable; default: all namespaces)
+    #[arg(long, value_name = "NS")]
+    pub namespace: Vec<String>,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
+
+    #[command(flatten)]
+    pub pods: PodsJsonArg,
+}
+
+impl PodScopeArgs {
+    /// The pods wanted: of the namespaces given, on this node (`--node`, else `host_name()`)
+    /// unless `--all-nodes`.
+    pub fn filter(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+    ) -> Result<crate::PodFilter, plugin::Unknown> {
+        Ok(crate::PodFilter {
+            namespaces: self.namespace.clone(),
+            node: if self.all_nodes {
+                None
+            } else {
+                Some(self.node.name_or(host_name)?)
+            },
+            labels: None,
+        })
+    }
+
+    /// Read the pods (`--pods-json` or the API), each kept one to `f`, never an empty success on
+    /// a node name that is no node ([`crate::nodes::scan_node_pods`]).
+    pub fn scan(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+        ctx: &plugin::Ctx,
+        f: impl FnMut(crate::Pod),
+    ) -> Result<crate::nodes::NodeScan, plugin::Unknown> {
+        let filter = self.filter(host_name)?;
+        crate::nodes::scan_node_pods(
+            self.pods.pods_json.as_deref(),
+            &self.api,
+            filter,
+            !self.all_nodes && self.node.guessed(),
+            ctx,
+            f,
+        )
     }
 }

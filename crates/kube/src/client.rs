@@ -178,11 +178,11 @@ impl Client {
             }
             Auth::TokenFile(p) => {
                 // The kubeconfig's tokenFile: a path the caller may choose, read as the caller.
-                let t = node::privilege::read(p).map_err(|e| {
+                let t = plugin::privilege::read(p).map_err(|e| {
                     Unknown(format!(
                         "cannot read token file {}: {}",
                         p.display(),
-                        node::errtext(&e)
+                        plugin::errtext(&e)
                     ))
                 })?;
                 let t = String::from_utf8_lossy(&t).trim().to_string();
@@ -529,7 +529,7 @@ impl Client {
                     )),
                     _ => Unknown(format!(
                         "API request {shown} to {server} failed: {}",
-                        node::errtext(&io)
+                        plugin::errtext(&io)
                     )),
                 }
             }

@@ -192,13 +192,13 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Every file the lookup reads (`--kubeconfig`, and the CA, certificate and key files a kubeconfig
-/// names) is one the caller may choose: read with the caller's privilege ([`node::privilege`]).
+/// names) is one the caller may choose: read with the caller's privilege ([`plugin::privilege`]).
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, Unknown> {
-    node::privilege::read(path).map_err(|e| {
+    plugin::privilege::read(path).map_err(|e| {
         Unknown(format!(
             "cannot read {what} {}: {}",
             path.display(),
-            node::errtext(&e)
+            plugin::errtext(&e)
         ))
     })
 }
@@ -444,7 +444,7 @@ pub struct Lookup {
 impl Lookup {
     pub fn from_env(flag: Option<PathBuf>, context: Option<String>) -> Lookup {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let privileged = node::privilege::is_privileged() || node::privilege::via_sudo();
+        let privileged = plugin::privilege::secure() || plugin::privilege::via_sudo();
         if privileged {
             return Lookup {
                 flag,
@@ -531,13 +531,13 @@ impl Lookup {
             ));
         }
         for (kind, p) in self.node_files.iter().filter(|_| !self.privileged) {
-            match node::privilege::read(p) {
+            match plugin::privilege::read(p) {
                 Ok(text) => return from_kubeconfig(&text, p, Source::Node(kind, p.clone()), ctx),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => notes.push(format!(
                     "{kind} node file {}: {}",
                     p.display(),
-                    node::errtext(&e)
+                    plugin::errtext(&e)
                 )),
             }
         }

@@ -7,7 +7,10 @@
 //! - [`types`]: compact typed subsets of Pod, PersistentVolume, VolumeAttachment, Event;
 //! - [`args`]: the shared options (`--kubeconfig`, `--context`, `--node`, `--pods-json`, `--pvs-json`);
 //! - [`load_pods_json`]/[`load_pvs_json`]: the same objects from `kubectl get … -o json` files;
-//! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks.
+//!   [`read_objects`] for documents that mix kinds (`kubectl get pv,volumeattachments -o json`);
+//! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks;
+//! - [`events`]: the latest telling event of each pod a check alerts on;
+//! - [`time`]: API timestamps (on `plugin::time`, the suite's one calendar).
 //!
 //! Typical use in a check's `gather`:
 //! ```ignore
@@ -22,20 +25,23 @@
 pub mod args;
 pub mod client;
 pub mod config;
+pub mod events;
 pub mod list;
 pub mod names;
 pub mod nodes;
+pub mod objects;
 pub mod selector;
 pub mod time;
 pub mod types;
 
-pub use args::{ApiArgs, NodeArg, PodsJsonArg, PvsJsonArg};
+pub use args::{ApiArgs, NodeArg, PodScopeArgs, PodsJsonArg, PvsJsonArg};
 pub use client::{ApiError, Client, ListParams, Resource};
 pub use config::{Auth, Config, Lookup, Source};
 pub use names::{Names, NamesArgs, Wanted};
+pub use objects::{read_objects, Object, Objects};
 pub use selector::Selector;
 pub use time::Time;
-pub use types::{Event, PersistentVolume, Pod, VolumeAttachment};
+pub use types::{CsiDriver, Event, PersistentVolume, Pod, VolumeAttachment};
 
 use plugin::{Ctx, Unknown};
 use serde::de::DeserializeOwned;
@@ -200,13 +206,23 @@ impl Client {
 /// up to the same cap.
 pub const JSON_FILE_MAX: u64 = 256 << 20;
 
-/// Read a list document (`kubectl get … -o json`) from `path` (`-`: stdin), streaming each item
-/// to `f` through the same typed path the API uses. Returns the number of items.
-pub fn read_json_list<T: DeserializeOwned>(
+/// A JSON document as [`read_document`] hands it to its parser.
+pub enum Document<'a> {
+    /// A regular file, mapped: parsed in memory.
+    Slice(&'a [u8]),
+    /// Stdin or another stream, read through a buffer up to the cap.
+    Reader(&'a mut dyn std::io::BufRead),
+}
+
+/// Open the JSON input `path` names (`-`: stdin; a file with the caller's privilege), hold it to
+/// [`JSON_FILE_MAX`], and run `parse` over it; failures become one UNKNOWN naming `what` and the
+/// path. A stream is parsed as it is read: input that cannot start a JSON document (`/dev/zero`,
+/// a binary file) fails at its first byte, never read to the cap.
+pub fn read_document<T>(
     path: &Path,
     what: &str,
-    f: impl FnMut(T),
-) -> Result<usize, Unknown> {
+    parse: impl FnOnce(Document) -> Result<T, serde_json::Error>,
+) -> Result<T, Unknown> {
     let shown = if path == Path::new("-") {
         "stdin".to_string()
     } else {
@@ -218,41 +234,77 @@ pub fn read_json_list<T: DeserializeOwned>(
             plugin::fmt_bytes(JSON_FILE_MAX)
         ))
     };
-    let stream = |r: &mut dyn std::io::Read, f| {
-        let mut capped = std::io::Read::take(r, JSON_FILE_MAX + 1);
-        let res = list::read_list(BufReader::with_capacity(64 * 1024, &mut capped), f);
-        (res, capped.limit() == 0)
-    };
     let (res, exceeded) = if path == Path::new("-") {
-        stream(&mut std::io::stdin().lock(), f)
+        stream_document(&mut std::io::stdin().lock(), parse)
     } else {
         // A path the caller named: opened with the caller's privilege.
-        let file = node::privilege::open(path)
-            .map_err(|e| Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e))))?;
+        let file = plugin::privilege::open(path).map_err(|e| {
+            Unknown(format!(
+                "cannot read {what} {shown}: {}",
+                plugin::errtext(&e)
+            ))
+        })?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
             Ok(Some(len)) if len > JSON_FILE_MAX => return Err(over()),
             Ok(Some(len)) => {
-                let doc = node::mapped::map(&file, len).map_err(|e| {
-                    Unknown(format!("cannot read {what} {shown}: {}", node::errtext(&e)))
+                let doc = plugin::mapped::map(&file, len).map_err(|e| {
+                    Unknown(format!(
+                        "cannot read {what} {shown}: {}",
+                        plugin::errtext(&e)
+                    ))
                 })?;
-                (list::read_list_slice(&doc, f), false)
+                (parse(Document::Slice(&doc)), false)
             }
-            _ => stream(&mut &file, f),
+            _ => stream_document(&mut &file, parse),
         }
     };
     if exceeded {
         return Err(over());
     }
-    let meta = res.map_err(|e| {
-        let kind = if e.is_eof() {
-            "truncated JSON"
-        } else {
-            "invalid JSON"
+    res.map_err(|e| {
+        use serde_json::error::Category;
+        let text = match e.classify() {
+            Category::Eof => format!("truncated JSON: {e}: not a JSON document as a whole"),
+            Category::Syntax => format!("invalid JSON: {e}: not a JSON document"),
+            Category::Io => format!("read failed: {e}"),
+            Category::Data => format!("unexpected JSON: {e}"),
         };
-        Unknown(format!("cannot parse {what} {shown}: {kind}: {e}"))
+        Unknown(format!("cannot parse {what} {shown}: {text}"))
+    })
+}
+
+/// Parse a stream read through a buffer, at most one byte past [`JSON_FILE_MAX`]; the flag says
+/// the cap was reached.
+fn stream_document<T>(
+    r: &mut dyn std::io::Read,
+    parse: impl FnOnce(Document) -> Result<T, serde_json::Error>,
+) -> (Result<T, serde_json::Error>, bool) {
+    let mut capped = std::io::Read::take(r, JSON_FILE_MAX + 1);
+    let res = {
+        let mut buf = BufReader::with_capacity(64 * 1024, &mut capped);
+        parse(Document::Reader(&mut buf))
+    };
+    (res, capped.limit() == 0)
+}
+
+/// Read a list document (`kubectl get … -o json`) from `path` (`-`: stdin), streaming each item
+/// to `f` through the same typed path the API uses. Returns the number of items.
+pub fn read_json_list<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    f: impl FnMut(T),
+) -> Result<usize, Unknown> {
+    let meta = read_document(path, what, |doc| match doc {
+        Document::Slice(s) => list::read_list_slice(s, f),
+        Document::Reader(r) => list::read_list(r, f),
     })?;
     if !meta.had_items {
+        let shown = if path == Path::new("-") {
+            "stdin".to_string()
+        } else {
+            path.display().to_string()
+        };
         return Err(Unknown(format!(
             "{what} {shown} is not a list (kind '{}'): give the output of `kubectl get … -o json` for several objects",
             meta.kind

@@ -361,8 +361,9 @@ impl Names {
 /// The note when no configuration is found and no file is given.
 pub const NO_ACCESS: &str = "names not resolved (no API access)";
 
-/// Resolve what `wanted` lists. Never fails: problems become [`Names::notes`]. Does no I/O
-/// when nothing is wanted or `--no-names` is given.
+/// Resolve what `wanted` lists: the one call of every check's names step. Never fails: problems
+/// become [`Names::notes`]. Does no I/O when nothing is wanted or `--no-names` is given. Built
+/// without the `api` feature it is [`resolve_files_only`].
 pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     if args.no_names || wanted.is_empty() {
         return Names::default();
@@ -370,15 +371,18 @@ pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
         return from_files(args, wanted, ctx);
     }
-    from_api(args, wanted, ctx)
+    #[cfg(feature = "api")]
+    return from_api(args, wanted, ctx);
+    #[cfg(not(feature = "api"))]
+    return resolve_files_only(args, wanted, ctx);
 }
 
 /// The note of a build without the API client when no file is given.
 pub const NO_API_BUILD: &str =
     "names not resolved (built without API support): give --pods-json and --pvs-json";
 
-/// Like [`resolve`] but never the API: for builds that leave the HTTPS client out (a check's
-/// `api` cargo feature off; nothing of the client is linked then). Without files: a note.
+/// Like [`resolve`] but never the API: what `resolve` is in a build without the `api` feature
+/// (nothing of the HTTPS client is linked then). Without files: a note.
 pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     if args.no_names || wanted.is_empty() {
         return Names::default();
@@ -441,6 +445,7 @@ pub fn lookup_budget(remaining: Duration) -> Option<Duration> {
     (budget >= Duration::from_millis(200)).then_some(budget)
 }
 
+#[cfg_attr(not(feature = "api"), allow(dead_code))]
 fn from_api(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     let mut n = Names::default();
     let Some(deadline) = lookup_budget(ctx.remaining()).map(|b| Instant::now() + b) else {

@@ -370,6 +370,25 @@ pub struct VolumeError {
     pub message: String,
 }
 
+// ---------------------------------------------------------------- CSIDriver
+
+/// A storage.k8s.io/v1 CSIDriver: whether its volumes need a VolumeAttachment.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CsiDriver {
+    #[serde(deserialize_with = "nd")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nd")]
+    pub spec: CsiDriverSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CsiDriverSpec {
+    /// `attachRequired`; `None` when unset (the API's default is true).
+    pub attach_required: Option<bool>,
+}
+
 // ---------------------------------------------------------------- Event
 
 /// A core/v1 Event (`/api/v1/namespaces/<ns>/events`).

@@ -119,6 +119,28 @@ pub fn privilege_text(host: &Host, path: &Path, e: &std::io::Error) -> String {
     )
 }
 
+/// Refuse kubelet roots whose root-only directories (`subs` of each root, `""` for the root
+/// itself) this thread may not list: without CAP_DAC_READ_SEARCH every probe below them fails
+/// with EACCES, which a check would read as a broken mount. Other errors (a directory that does
+/// not exist) are left to the check's own reading.
+pub fn check_listable(host: &Host, roots: &[PathBuf], subs: &[&str]) -> Result<(), String> {
+    for r in roots {
+        for sub in subs {
+            let p = if sub.is_empty() {
+                r.clone()
+            } else {
+                r.join(sub)
+            };
+            if let Err(e) = std::fs::read_dir(host.mount_path(&p)) {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(privilege_text(host, &p, &e));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `--include REGEX` / `--exclude REGEX`, both repeatable.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FilterArgs {

@@ -9,7 +9,8 @@ pub mod host;
 pub mod iscsi;
 pub mod kubelet;
 pub mod logs;
-pub mod mapped;
+/// Mapped file reading lives in `plugin` (shared with `kube`); kept here under its old path.
+pub use plugin::mapped;
 pub mod mountinfo;
 pub mod privilege;
 pub mod probe;
@@ -21,18 +22,8 @@ pub use args::{
 pub use host::Host;
 pub use mountinfo::Mount;
 
-/// An I/O error as an operator reads it: the message plus the errno name (`EACCES`).
-pub fn errtext(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => {
-            let name = nix::errno::Errno::from_raw(code);
-            let msg = e.to_string();
-            let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
-            format!("{msg} ({name:?})")
-        }
-        None => e.to_string(),
-    }
-}
+/// The error text every layer uses (it lives in `plugin`, which `kube` shares without host I/O).
+pub use plugin::errtext;
 
 /// Bytes as text, invalid sequences replaced: `String::from_utf8_lossy`, but valid input (nearly
 /// all of it) is checked with the fast validator first; the lossy scan is several times slower

@@ -7,6 +7,7 @@
 //! deadline passes even if the gathering thread is stuck.
 
 pub mod args;
+pub mod mapped;
 pub mod privilege;
 pub mod range;
 pub mod render;
@@ -14,6 +15,7 @@ pub mod report;
 mod runtime;
 pub mod shell;
 mod status;
+pub mod time;
 
 pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
@@ -21,3 +23,16 @@ pub use report::{Finding, Perfdata, Report, Subject, Uom, SUBJECT_FIELDS};
 pub use runtime::{main, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
 pub use shell::shell_quote;
 pub use status::Status;
+
+/// An I/O error as an operator reads it: the message plus the errno name (`EACCES`).
+pub fn errtext(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => {
+            let name = nix::errno::Errno::from_raw(code);
+            let msg = e.to_string();
+            let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+            format!("{msg} ({name:?})")
+        }
+        None => e.to_string(),
+    }
+}

@@ -11,7 +11,9 @@
 //! - [`lower_process`] drops the effective capabilities (and, for set-id, the filesystem ids) of
 //!   the still single-threaded process before any check code runs: everything a check opens is
 //!   opened with the caller's own privilege unless it raises privilege explicitly for one of the
-//!   node's own sources (`node::privilege::elevated`), so a new option cannot forget the boundary.
+//!   node's own sources ([`elevated_if`]), so a new option cannot forget the boundary.
+//! - [`open`]/[`read`]/[`as_caller`] open a path a user named at the caller's level even inside an
+//!   elevated section; `node` (host sources) and `kube` (`--kubeconfig`, `--pods-json`) share them.
 //!
 //! Capabilities and filesystem ids are per thread in Linux: [`Level::set`] changes the calling
 //! thread only, and threads inherit the level of the thread that spawns them.
@@ -261,6 +263,73 @@ pub fn lower_process() -> Result<(), String> {
     }
 }
 
+/// Root through sudo (the role's sudo mode): `sudo` sets `$SUDO_UID`. The command line is fixed by
+/// the sudoers rule, but credentials must not be discovered for the caller either. The variable
+/// can only restrict, never grant.
+pub fn via_sudo() -> bool {
+    // SAFETY: plain id getter.
+    let root = unsafe { libc::getuid() } == 0;
+    root && std::env::var_os("SUDO_UID").is_some()
+}
+
+/// Undoes a level change on drop.
+struct Restore(Option<Level>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(l) = self.0.take() {
+            l.set();
+        }
+    }
+}
+
+fn at(level: Level) -> Restore {
+    let before = Level::current();
+    if before == level {
+        return Restore(None);
+    }
+    level.set();
+    Restore(Some(before))
+}
+
+/// Run `f` with the binary's own privilege on this thread when `own_source` is true (the check
+/// reads a default host source no option redirected) and the process is privileged; otherwise run
+/// it as it is.
+pub fn elevated_if<T>(own_source: bool, f: impl FnOnce() -> T) -> T {
+    if !own_source || !secure() {
+        return f();
+    }
+    let _r = at(Level::own());
+    f()
+}
+
+/// Run `f` with the caller's own privilege on this thread.
+pub fn as_caller<T>(f: impl FnOnce() -> T) -> T {
+    if !secure() {
+        return f();
+    }
+    let _r = at(Level::caller());
+    f()
+}
+
+/// Open a path a user named, read-only, with the caller's privilege.
+pub fn open(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    as_caller(|| std::fs::File::open(path))
+}
+
+/// Open a path a user named with these options, with the caller's privilege.
+pub fn open_with(
+    path: &std::path::Path,
+    opts: &std::fs::OpenOptions,
+) -> std::io::Result<std::fs::File> {
+    as_caller(|| opts.open(path))
+}
+
+/// The whole content of a file a user named, read with the caller's privilege.
+pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    as_caller(|| std::fs::read(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +392,17 @@ mod tests {
             decide(&input(true, 1000, 110, &[110], None)),
             Decision::Deny { group: None }
         );
+    }
+
+    #[test]
+    fn unprivileged_process_reads_as_it_is() {
+        // The test process is not AT_SECURE: both wrappers are plain calls.
+        assert!(!secure());
+        assert_eq!(elevated_if(true, || 7), 7);
+        assert_eq!(as_caller(|| 8), 8);
+        let own = read(std::path::Path::new("/proc/self/status")).unwrap();
+        assert!(!own.is_empty());
+        assert!(open(std::path::Path::new("/nonexistent/h1")).is_err());
     }
 
     #[test]

@@ -6,31 +6,13 @@
 //! - Go `time.Time` `%v`: `2025-02-07 10:17:53.799902973 +0800 CST m=+8812235.2`.
 //! - Go durations `2m2s`, `500ms`, `1h0m0s`.
 //! - RFC 3339 prefixes `2026-07-13T20:27:25.123456+10:00` (rsyslog, CRI logs).
+//!
+//! The calendar itself (civil dates, RFC 3339, the clock) is `plugin::time`, shared with `kube`.
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-/// (year, month, day) of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = if z >= 0 { z } else { z - 146096 } / 146097;
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub use plugin::time::{
+    civil_from_days, days_from_civil, fmt_utc, now_ms, parse_rfc3339_prefix as parse_rfc3339,
+};
+use plugin::time::{date_time, digits};
 
 /// The local time zone: its UTC offset in seconds at an instant.
 pub trait Tz {
@@ -99,13 +81,6 @@ pub fn infer_year(t: &YearlessLocal, now_ms: i64, tz: &dyn Tz) -> i64 {
     } else {
         this
     }
-}
-
-fn digits(b: &[u8], n: usize) -> Option<u32> {
-    if b.len() < n || !b[..n].iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(b[..n].iter().fold(0u32, |a, &c| a * 10 + (c - b'0') as u32))
 }
 
 /// A klog header `Lmmdd hh:mm:ss.uuuuuu threadid file:line] ` found at `pos` in `line`.
@@ -197,63 +172,6 @@ pub fn syslog_prefix(line: &[u8]) -> Option<YearlessLocal> {
     })
 }
 
-/// `YYYY-MM-DD?HH:MM:SS` with optional fraction; returns (utc-less local seconds, micros, len).
-fn date_time(b: &[u8], sep_ok: impl Fn(u8) -> bool) -> Option<(i64, u32, usize)> {
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !sep_ok(b[10]) || b[13] != b':' {
-        return None;
-    }
-    if b[16] != b':' {
-        return None;
-    }
-    let y = digits(b, 4)? as i64;
-    let mo = digits(&b[5..], 2)?;
-    let d = digits(&b[8..], 2)?;
-    let h = digits(&b[11..], 2)?;
-    let mi = digits(&b[14..], 2)?;
-    let s = digits(&b[17..], 2)?;
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return None;
-    }
-    let mut i = 19;
-    let mut micros = 0u32;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let mut scale = 100_000u32;
-        while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            micros += (c - b'0') as u32 * scale;
-            scale /= 10;
-            i += 1;
-        }
-    }
-    let secs = days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64;
-    Some((secs, micros, i))
-}
-
-/// An RFC 3339 timestamp at the start of `b` (`Z` or `±hh:mm`): (epoch ms, length).
-pub fn parse_rfc3339(b: &[u8]) -> Option<(i64, usize)> {
-    let (secs, micros, mut i) = date_time(b, |c| c == b'T' || c == b' ')?;
-    let off = match b.get(i) {
-        Some(b'Z') | Some(b'z') => {
-            i += 1;
-            0
-        }
-        Some(&c @ (b'+' | b'-')) => {
-            let h = digits(&b[i + 1..], 2)? as i64;
-            let colon = usize::from(b.get(i + 3) == Some(&b':'));
-            let m = digits(&b[i + 3 + colon..], 2)? as i64;
-            i += 5 + colon;
-            let o = h * 3600 + m * 60;
-            if c == b'-' {
-                -o
-            } else {
-                o
-            }
-        }
-        _ => return None,
-    };
-    Some(((secs - off) * 1000 + (micros / 1000) as i64, i))
-}
-
 /// Go's `time.Time.String()`: `2025-02-07 10:17:53.799902973 +0800 CST m=+8812235.2`.
 pub fn parse_go_time(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
@@ -306,46 +224,12 @@ pub fn parse_go_duration(s: &str) -> Option<u64> {
     Some(total.round() as u64)
 }
 
-/// Now, epoch milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// `2026-07-13 20:27:25` (UTC) for output.
-pub fn fmt_utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86400));
-    let t = secs.rem_euclid(86400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
-        t / 3600,
-        t / 60 % 60,
-        t % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn utc(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
         (days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64) * 1000
-    }
-
-    #[test]
-    fn civil_round_trip() {
-        for z in [-1000i64, 0, 1, 59, 365, 10_957, 20_000, 30_000] {
-            let (y, m, d) = civil_from_days(z);
-            assert_eq!(days_from_civil(y, m, d), z);
-        }
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(
-            days_from_civil(2024, 2, 29) + 1,
-            days_from_civil(2024, 3, 1)
-        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! check's worker, and the check answers UNKNOWN saying so (reading would have given a
 //! truncated document, also UNKNOWN).
 
+use nix::libc;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;
 
@@ -86,7 +87,8 @@ impl Deref for FileBytes {
 }
 
 /// The bytes of `path`, without copying a large regular file into the heap. The path may be one a
-/// user named (`--mountinfo`): it is opened with the caller's privilege ([`crate::privilege`]).
+/// user named (`--mountinfo`, `--pods-json`): it is opened with the caller's privilege
+/// ([`crate::privilege`]).
 pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
     let file = crate::privilege::open(path)?;
     let meta = file.metadata()?;

@@ -1,0 +1,272 @@
+//! Every decision, on plain data: each replica's state, each volume's redundancy, the report.
+
+use crate::Policy;
+use kube::Time;
+use plugin::{fmt_duration, Finding, Perfdata, Range, Report, Status, Thresholds};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One replica as `evaluate` sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replica {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// The PV it serves, when known.
+    pub pv: Option<String>,
+    /// The volume's controller (iSCSI target), not a replica.
+    pub controller: bool,
+    /// The claim (`namespace/pvc`, or the bare name of a legacy label), when known.
+    pub claim: Option<String>,
+    /// Running, not being deleted, every container ready.
+    pub ready: bool,
+    pub phase: String,
+    /// Highest restart count of its containers.
+    pub restarts: i64,
+    /// A container waits in CrashLoopBackOff.
+    pub backoff: bool,
+    /// The container with the most restarts: its current waiting reason (if any).
+    pub waiting: String,
+    /// Its last termination: exit code, reason, when.
+    pub last_exit: Option<(i32, String, Option<Time>)>,
+    /// When the pod last became not Ready (Ready=False transition).
+    pub not_ready_since: Option<Time>,
+}
+
+/// Everything gathered.
+#[derive(Debug, Clone, Default)]
+pub struct Data {
+    pub replicas: Vec<Replica>,
+    /// "in namespace openebs".
+    pub scope: String,
+    /// PV → `namespace/pvc` (the PVs' claimRef).
+    pub claims: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
+impl Data {
+    /// A volume as the other checks name it: `PVC media/config (pvc-…)`, else the PV.
+    pub fn volume_name(&self, pv: &str, label_claim: Option<&str>) -> String {
+        match self.claims.get(pv).map(String::as_str).or(label_claim) {
+            Some(c) => format!("PVC {c} ({pv})"),
+            None => pv.to_string(),
+        }
+    }
+}
+
+fn dur(s: i64) -> String {
+    fmt_duration(Duration::from_secs(s.max(0) as u64))
+}
+
+/// Per-replica verdict: status (OK when not crash-looping) and how long it has been unhealthy.
+pub fn judge(r: &Replica, o: &Policy, now: Time) -> (Status, Option<i64>) {
+    let last_exit_at = r.last_exit.as_ref().and_then(|e| e.2);
+    let recent_restart = last_exit_at.is_some_and(|t| now - t <= o.restart_window.as_secs() as i64);
+    let crashlooping = r.backoff || (o.warning.alerts(r.restarts as f64) && recent_restart);
+    if !crashlooping {
+        return (Status::Ok, None);
+    }
+    let since = r.not_ready_since.or(last_exit_at);
+    let unhealthy = since.map(|t| (now - t).max(0));
+    let critical = o.critical.alerts(r.restarts as f64)
+        || unhealthy.is_some_and(|u| u > o.critical_after.as_secs() as i64);
+    (
+        if critical {
+            Status::Critical
+        } else {
+            Status::Warning
+        },
+        unhealthy,
+    )
+}
+
+/// Decide. Pure: `now` is Unix seconds.
+pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
+    let mut findings = Vec::new();
+    let mut summary_parts = Vec::new();
+    let mut crashlooping = 0;
+    let mut max_restarts = 0;
+    // pv -> (total, healthy, names of unhealthy)
+    let mut volumes: BTreeMap<&str, (usize, usize, Vec<String>)> = BTreeMap::new();
+    // pv -> the claim a legacy pod's label names
+    let mut label_claims: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut status = Status::Ok;
+    for r in &d.replicas {
+        if let (Some(pv), Some(c)) = (&r.pv, &r.claim) {
+            label_claims.insert(pv, c);
+        }
+    }
+    for r in &d.replicas {
+        max_restarts = max_restarts.max(r.restarts);
+        let (s, unhealthy) = judge(r, o, now);
+        let healthy = r.ready && s == Status::Ok;
+        let vol_name =
+            r.pv.as_deref()
+                .map(|pv| d.volume_name(pv, label_claims.get(pv).copied()));
+        if let Some(pv) = r.pv.as_deref().filter(|_| !r.controller) {
+            let v = volumes.entry(pv).or_default();
+            v.0 += 1;
+            if healthy {
+                v.1 += 1;
+            } else {
+                v.2.push(r.name.clone());
+            }
+        }
+        let mut text = format!(
+            "{}/{} on {}: ",
+            r.namespace,
+            r.name,
+            if r.node.is_empty() {
+                "(unscheduled)"
+            } else {
+                &r.node
+            }
+        );
+        let state = if !r.waiting.is_empty() {
+            r.waiting.clone()
+        } else if r.ready {
+            "Ready".to_string()
+        } else if r.phase.is_empty() {
+            "not ready".to_string()
+        } else {
+            format!("{}, not ready", r.phase)
+        };
+        text.push_str(&format!("{state}, {} restarts", r.restarts));
+        if let Some(u) = unhealthy {
+            text.push_str(&format!(", unhealthy {}", dur(u)));
+        }
+        if let Some((code, reason, at)) = &r.last_exit {
+            text.push_str(&format!(", last exit {code}"));
+            if !reason.is_empty() {
+                text.push_str(&format!(" ({reason})"));
+            }
+            if let Some(t) = at {
+                text.push_str(&format!(" {} ago", dur(now - t)));
+            }
+        }
+        if s != Status::Ok {
+            crashlooping += 1;
+            status = status.worst(s);
+            summary_parts.push(format!(
+                "{}{} crash-looping ({} restarts{})",
+                if r.controller { "controller " } else { "" },
+                r.name,
+                r.restarts,
+                unhealthy
+                    .map(|u| format!(", unhealthy {}", dur(u)))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(v) = &vol_name {
+            text.push_str(&format!(
+                "; {} of {v}",
+                if r.controller {
+                    "controller (iSCSI target)"
+                } else {
+                    "replica"
+                }
+            ));
+        }
+        let mut f = Finding::new(s, text)
+            .signal(if s == Status::Ok {
+                "replica_ok"
+            } else if r.controller {
+                "controller_crashloop"
+            } else {
+                "crashloop"
+            })
+            .subject(
+                plugin::Subject::new()
+                    .node(r.node.as_str())
+                    .namespace(r.namespace.as_str())
+                    .pod(r.name.as_str())
+                    .maybe(plugin::Subject::pv, r.pv.as_deref()),
+            );
+        if s != Status::Ok && r.controller {
+            f = f.detail(
+                "the controller is the volume's iSCSI target: while it restarts the volume's I/O \
+                 fails whatever the replicas' state",
+            );
+        }
+        findings.push(f);
+    }
+    let mut degraded = 0;
+    for (pv, (n, h, bad)) in &volumes {
+        if h == n {
+            continue;
+        }
+        degraded += 1;
+        let s = if h * 2 > *n {
+            Status::Warning
+        } else {
+            Status::Critical
+        };
+        status = status.worst(s);
+        let what = if s == Status::Critical {
+            "no healthy majority"
+        } else {
+            "degraded redundancy"
+        };
+        let name = d.volume_name(pv, label_claims.get(pv).copied());
+        summary_parts.push(format!("{name}: {h}/{n} replicas healthy"));
+        findings.push(
+            Finding::new(s, format!("{name}: {h}/{n} replicas healthy ({what})"))
+                .signal(if s == Status::Critical {
+                    "no_healthy_majority"
+                } else {
+                    "degraded_redundancy"
+                })
+                .subject(plugin::Subject::new().pv(*pv))
+                .detail(format!("unhealthy: {}", bad.join(", "))),
+        );
+    }
+    if d.replicas.is_empty() {
+        // Nothing seen is no proof of health: a wrong namespace or selector looks the same.
+        return Report::unknown(format!(
+            "no Jiva replicas found {} (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex",
+            d.scope
+        ));
+    }
+    let summary = if summary_parts.is_empty() {
+        if d.replicas.is_empty() {
+            format!("no Jiva replicas found {}", d.scope)
+        } else {
+            format!(
+                "{} replicas of {} volumes healthy {}",
+                d.replicas.len(),
+                volumes.len(),
+                d.scope
+            )
+        }
+    } else {
+        summary_parts.join("; ")
+    };
+    let th = Thresholds::new(Some(o.warning.clone()), Some(o.critical.clone()));
+    let zero = Range::above(0.0);
+    let mut r = Report::new(status, summary)
+        .unit("pod", "pods")
+        .perf(Perfdata::new("replicas", d.replicas.len() as f64).min(0.0))
+        .perf(
+            Perfdata::new("crashlooping", crashlooping as f64)
+                .warn(Some(&zero))
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("max_restarts", max_restarts as f64)
+                .thresholds(&th)
+                .min(0.0),
+        )
+        .perf(
+            Perfdata::new("degraded_volumes", degraded as f64)
+                .warn(Some(&zero))
+                .min(0.0),
+        );
+    for f in findings {
+        r = r.finding(f);
+    }
+    for n in &d.notes {
+        r = r.note(n.clone());
+    }
+    r.sort_findings();
+    r
+}

@@ -1,0 +1,194 @@
+//! Which pods are Jiva replicas or controllers, and reading them (and the PVs' claims) from the
+//! API or files: plain [`Data`] for `evaluate`.
+
+use crate::{
+    judge, Data, Opts, Replica, CONTROLLER_LABELS, CSI_CTRL_NAME, CSI_NAME, LEGACY_CTRL_NAME,
+    LEGACY_NAME, PVC_LABEL, PV_LABEL, REPLICA_LABELS,
+};
+use kube::{Pod, PodFilter};
+use plugin::{Ctx, Status, Unknown};
+use regex::Regex;
+use std::collections::BTreeMap;
+
+/// A controller: (pv from its label or name).
+fn match_controller(p: &Pod) -> Option<Option<String>> {
+    let labels = &p.metadata.labels;
+    let by_label = CONTROLLER_LABELS
+        .iter()
+        .any(|(k, v)| labels.get(*k).map(|s| s.as_str()) == Some(*v));
+    let by_name = [&*CSI_CTRL_RE, &*LEGACY_CTRL_RE]
+        .into_iter()
+        .find_map(|re| re.captures(&p.metadata.name))
+        .and_then(|c| c.name("pv").map(|m| m.as_str().to_string()));
+    // By name only with Jiva's labels (`<x>-ctrl-<hash>-<id>` is a common Deployment pod name).
+    let jiva = labels.get("openebs.io/cas-type").map(|s| s.as_str()) == Some("jiva")
+        || labels.contains_key(PV_LABEL);
+    (by_label || (by_name.is_some() && jiva)).then(|| {
+        labels
+            .get(PV_LABEL)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or(by_name)
+    })
+}
+
+/// How a replica was recognised.
+fn match_replica(p: &Pod, o: &Opts) -> Option<Option<String>> {
+    let labels = &p.metadata.labels;
+    let name = &p.metadata.name;
+    let mut pv_from_name = None;
+    let mut hit = REPLICA_LABELS
+        .iter()
+        .any(|(k, v)| labels.get(*k).map(|s| s.as_str()) == Some(*v));
+    for re in [&*CSI_RE, &*LEGACY_RE]
+        .into_iter()
+        .chain(o.name_regex.as_ref())
+    {
+        if let Some(c) = re.captures(name) {
+            hit = true;
+            if pv_from_name.is_none() {
+                pv_from_name = c.name("pv").map(|m| m.as_str().to_string());
+            }
+        }
+    }
+    if o.selector.as_ref().is_some_and(|s| s.matches(labels)) {
+        hit = true;
+    }
+    hit.then(|| {
+        labels
+            .get(PV_LABEL)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or(pv_from_name)
+    })
+}
+
+static CSI_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(CSI_NAME).unwrap());
+static LEGACY_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(LEGACY_NAME).unwrap());
+static CSI_CTRL_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(CSI_CTRL_NAME).unwrap());
+static LEGACY_CTRL_RE: std::sync::LazyLock<Regex> =
+    std::sync::LazyLock::new(|| Regex::new(LEGACY_CTRL_NAME).unwrap());
+
+/// Reduce a pod to a [`Replica`] if it is one.
+pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
+    let (pv, controller) = match match_controller(p) {
+        Some(pv) => (pv, true),
+        None => (match_replica(p, o)?, false),
+    };
+    let statuses: Vec<_> = p.all_container_statuses().collect();
+    let worst = statuses.iter().max_by_key(|c| c.restart_count);
+    let backoff = statuses.iter().any(|c| {
+        c.state
+            .waiting
+            .as_ref()
+            .is_some_and(|w| w.reason == "CrashLoopBackOff")
+    });
+    let regular_ready = !p.status.container_statuses.is_empty()
+        && p.status.container_statuses.iter().all(|c| c.ready);
+    let ready_cond = p.condition("Ready");
+    Some(Replica {
+        namespace: p.metadata.namespace.clone(),
+        name: p.metadata.name.clone(),
+        node: p.spec.node_name.clone().unwrap_or_default(),
+        pv,
+        controller,
+        claim: p
+            .metadata
+            .labels
+            .get(PVC_LABEL)
+            .filter(|c| !c.is_empty())
+            .cloned(),
+        ready: p.status.phase == "Running"
+            && p.metadata.deletion_timestamp.is_none()
+            && regular_ready
+            && ready_cond.is_none_or(|c| c.status == "True"),
+        phase: p.status.phase.clone(),
+        restarts: worst.map(|c| c.restart_count).unwrap_or(0),
+        backoff,
+        waiting: worst
+            .and_then(|c| c.state.waiting.as_ref())
+            .map(|w| w.reason.clone())
+            .unwrap_or_default(),
+        last_exit: worst
+            .and_then(|c| c.last_state.terminated.as_ref())
+            .map(|t| (t.exit_code, t.reason.clone(), t.finished_at)),
+        not_ready_since: ready_cond
+            .filter(|c| c.status != "True")
+            .and_then(|c| c.last_transition_time),
+    })
+}
+
+impl Opts {
+    /// All I/O: the pods of the namespaces, from the API or a file.
+    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
+        let filter = PodFilter {
+            namespaces: self.namespace.clone(),
+            node: None,
+            labels: None,
+        };
+        let mut d = Data {
+            scope: filter.describe().replace("on all nodes ", ""),
+            ..Default::default()
+        };
+        let mut take = |p: Pod| {
+            if let Some(r) = replica_of(&p, self) {
+                d.replicas.push(r)
+            }
+        };
+        match &self.pods.pods_json {
+            Some(path) => {
+                ctx.stage(format!("reading {}", path.display()));
+                let n = kube::load_pods_json(path, &filter, &mut take)?;
+                ctx.debug(format!("{n} pods from {}", path.display()));
+            }
+            None => {
+                let client = kube::connect(&self.api, ctx)?;
+                ctx.stage(format!(
+                    "listing pods {} from {}",
+                    filter.describe(),
+                    client.server()
+                ));
+                client.list_pods(&filter, &mut take)?;
+                // The claims of the volumes it will alert on: one paged list of PVs, only when
+                // something is unhealthy (a healthy cluster costs no extra request). A failure
+                // (RBAC without `list persistentvolumes`) leaves the PV names, with a note.
+                let now = kube::time::now();
+                if d.replicas.iter().any(|r| {
+                    r.pv.is_some() && (!r.ready || judge(r, &self.policy(), now).0 != Status::Ok)
+                }) {
+                    ctx.stage(format!(
+                        "listing PersistentVolumes from {}",
+                        client.server()
+                    ));
+                    let mut claims = BTreeMap::new();
+                    match client.list_pvs(|pv| add_claim(&mut claims, &pv)) {
+                        Ok(_) => d.claims = claims,
+                        Err(e) => d.notes.push(format!("PVC names not resolved: {}", e.0)),
+                    }
+                }
+                for line in client.requests() {
+                    ctx.debug(line);
+                }
+            }
+        }
+        if let Some(path) = &self.pvs.pvs_json {
+            ctx.stage(format!("reading {}", path.display()));
+            let mut claims = BTreeMap::new();
+            kube::load_pvs_json(path, |pv| add_claim(&mut claims, &pv))?;
+            d.claims = claims;
+        }
+        Ok(d)
+    }
+}
+
+fn add_claim(claims: &mut BTreeMap<String, String>, pv: &kube::PersistentVolume) {
+    if let Some(c) = pv.spec.claim_ref.as_ref().filter(|c| !c.name.is_empty()) {
+        claims.insert(
+            pv.metadata.name.clone(),
+            format!("{}/{}", c.namespace, c.name),
+        );
+    }
+}

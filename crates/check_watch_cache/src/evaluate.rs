@@ -1,0 +1,174 @@
+//! The decision on what the reads saw: each server's lag against the thresholds, the summary.
+
+use crate::{Data, Outcome, Policy, ANNOTATION};
+use plugin::{fmt_duration, fmt_num, Finding, Perfdata, Report, Status, Uom};
+use std::time::Duration;
+
+fn secs(d: Duration) -> String {
+    fmt_num((d.as_secs_f64() * 1000.0).round() / 1000.0) + "s"
+}
+
+/// Decide. Pure.
+pub fn evaluate(d: &Data, policy: &Policy) -> Report {
+    let th = &policy.thresholds;
+    let lowered = policy.lowered.clone();
+    let mut worst = Status::Ok;
+    let mut bad: Vec<String> = Vec::new();
+    let mut findings = Vec::new();
+    let mut perf = Vec::new();
+    let mut max_lag: Option<Duration> = None;
+    for s in &d.servers {
+        let (status, text) = match &s.outcome {
+            Outcome::Seen { lag, reads } => {
+                let st = th.evaluate(lag.as_secs_f64());
+                perf.push((s.label.clone(), Some(*lag)));
+                max_lag = Some(max_lag.map_or(*lag, |m| m.max(*lag)));
+                let what = match st {
+                    Status::Ok => "reflected the write",
+                    _ => "lagged: reflected the write only",
+                };
+                if st != Status::Ok {
+                    bad.push(format!("{} lagged {}", s.server, secs(*lag)));
+                }
+                (
+                    st,
+                    format!(
+                        "{}: watch cache {what} after {} ({reads} RV=0 read{})",
+                        s.server,
+                        secs(*lag),
+                        if *reads == 1 { "" } else { "s" }
+                    ),
+                )
+            }
+            Outcome::Stale {
+                waited,
+                reads,
+                last,
+                missing,
+                errors,
+                last_error,
+            } => {
+                perf.push((s.label.clone(), Some(*waited)));
+                bad.push(format!(
+                    "{} did not reflect a write after {}",
+                    s.server,
+                    fmt_duration(*waited)
+                ));
+                let mut t = format!(
+                    "{}: watch cache did not reflect a write after {} ({reads} RV=0 reads still served {}): frozen watch cache?",
+                    s.server,
+                    fmt_duration(*waited),
+                    match (last, missing) {
+                        (_, true) => "404: the cache does not have the ConfigMap yet".to_string(),
+                        (Some(n), _) => format!("the older nonce {n}"),
+                        (None, _) => "the canary without a nonce".to_string(),
+                    }
+                );
+                if *errors > 0 {
+                    t.push_str(&format!(
+                        "; {errors} read{} failed, last: {}",
+                        if *errors == 1 { "" } else { "s" },
+                        last_error.as_deref().unwrap_or("?")
+                    ));
+                }
+                (Status::Critical, t)
+            }
+            Outcome::Failed { error, reads } => {
+                perf.push((s.label.clone(), None));
+                bad.push(format!("{} could not be read", s.server));
+                (
+                    Status::Unknown,
+                    format!(
+                        "{}: RV=0 read failed ({reads} attempt{}): {error}",
+                        s.server,
+                        if *reads == 1 { "" } else { "s" }
+                    ),
+                )
+            }
+        };
+        worst = worst.worst(status);
+        let signal = match (&s.outcome, status) {
+            (Outcome::Seen { .. }, Status::Ok) => "watch_cache_current",
+            (Outcome::Seen { .. }, _) => "watch_cache_lag",
+            (Outcome::Stale { .. }, _) => "watch_cache_stale",
+            (Outcome::Failed { .. }, _) => "read_failed",
+        };
+        let (ns, _) = d.canary.split_once('/').unwrap_or(("", ""));
+        findings.push(
+            Finding::new(status, text).signal(signal).subject(
+                plugin::Subject::new()
+                    .namespace(ns)
+                    .server(s.server.as_str()),
+            ),
+        );
+    }
+    let n = d.servers.len();
+    let summary = if d.servers.is_empty() {
+        "no API server to read from".to_string()
+    } else if bad.is_empty() {
+        let lag = max_lag.map(secs).unwrap_or_default();
+        if n == 1 {
+            format!(
+                "watch cache of {} reflected the canary write after {lag} ({})",
+                d.servers[0].server, d.canary
+            )
+        } else {
+            format!(
+                "watch caches of all {n} API servers reflected the canary write within {lag} ({})",
+                d.canary
+            )
+        }
+    } else if n == 1 {
+        let mut b = bad.remove(0);
+        if worst == Status::Warning || worst == Status::Critical {
+            b.push_str(&format!(
+                " (> {})",
+                (if worst == Status::Critical {
+                    th.critical.as_ref()
+                } else {
+                    th.warning.as_ref()
+                })
+                .map(plugin::args::duration_range_text)
+                .unwrap_or_else(|| "?".into())
+            ));
+        }
+        format!("watch cache of {b} ({})", d.canary)
+    } else {
+        format!(
+            "{} of {n} API servers: {} ({})",
+            bad.len(),
+            bad.join("; "),
+            d.canary
+        )
+    };
+    let status = if d.servers.is_empty() {
+        Status::Unknown
+    } else {
+        worst
+    };
+    let mut r = Report::new(status, summary);
+    for (label, v) in perf {
+        // An unreachable server keeps its label, with the value U.
+        let p = match v {
+            Some(v) => Perfdata::new(label, (v.as_secs_f64() * 1000.0).round() / 1000.0),
+            None => Perfdata::unknown(label),
+        };
+        r = r.perf(p.uom(Uom::Seconds).thresholds(th).min(0.0));
+    }
+    if let Some(n) = lowered {
+        r = r.note(n);
+    }
+    for f in findings {
+        r = r.finding(f);
+    }
+    r.sort_findings();
+    r = r.note(format!(
+        "canary {} ({}={}) {} via {}",
+        d.canary,
+        ANNOTATION,
+        d.nonce,
+        if d.created { "created" } else { "patched" },
+        d.written_via
+    ));
+    r
+}

@@ -1,0 +1,38 @@
+//! The end-to-end tests, one binary (as ripgrep's `tests/tests.rs` and uutils' `tests/by-util/`):
+//! one module per check, then one per concern that spans the suite. The shared fixture builders
+//! (kubelet trees, Pods/PVs/events, mounts, sysfs trees, kubelet logs, the API server) are in the
+//! harness crate, `tests/src/`.
+//!
+//! Run one module with a filter: `cargo test -p e2e --test e2e stale_csi_mounts::`. Tests that
+//! change the machine take `e2e::exclusive()` (see `tests/src/serial.rs`); everything else runs
+//! in parallel.
+
+// One module per check.
+mod iscsi_sessions;
+mod jiva_rep_crashloop;
+mod kubelet_nested_ops;
+mod ro_pvc_mounts;
+mod ro_pvc_mounts_names;
+mod stale_csi_mounts;
+mod storage_kernel_errors;
+mod stuck_scheduled;
+mod stuck_terminating;
+mod watch_cache;
+
+// The suite as a whole: protocol, options, output formats, every fault, privilege.
+mod fault_matrix;
+mod plugin_protocol;
+mod privilege;
+mod structured_output;
+mod suite_options;
+
+// Shipping it: deployment files, packages, container mode, the engines, the quickstart.
+mod container_mode;
+mod deployment;
+mod engines_icinga;
+mod engines_nagios;
+mod engines_prometheus;
+mod from_zero;
+mod package;
+mod prometheus_rules;
+mod spec;
