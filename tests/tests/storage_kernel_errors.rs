@@ -40,6 +40,9 @@ fn real_ext4_error_is_reported_and_mapped_to_the_pv_mount() {
         pod_mp.display()
     ));
 
+    // The records are dated against the clock and --window 10m: build the binaries first, so
+    // a slow build does not push them out of the window.
+    let _ = e2e::bin_dir();
     // The real error path: ext4_error → jbd2 abort → remount read-only. printk has stored the
     // records when the write returns.
     let marker = format!("k8s-storage-checks e2e {}", std::process::id());
@@ -282,6 +285,8 @@ fn real_xfs_shutdown_is_reported_and_mapped_to_the_pod_volume() {
     let mp = kt.pod_csi_mount("9c0ffee0-uid", &pv, "jiva.csi.openebs.io");
     let dev = ns.loop_fs(&tmp.path().join("xfs.img"), 320, "mkfs.xfs -q -f", "", &mp);
     let name = dev.trim_start_matches("/dev/").to_string();
+    // Dated against the clock and --window 10m: build the binaries before the shutdown.
+    let _ = e2e::bin_dir();
     ns.sh(&format!("xfs_io -x -c shutdown '{}'", mp.display()));
     let out = ns
         .check(BIN)
