@@ -365,16 +365,15 @@ pub const NO_ACCESS: &str = "names not resolved (no API access)";
 /// become [`Names::notes`]. Does no I/O when nothing is wanted or `--no-names` is given. Built
 /// without the `api` feature it is [`resolve_files_only`].
 pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    if args.no_names || wanted.is_empty() {
-        return Names::default();
-    }
-    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
-        return from_files(args, wanted, ctx);
-    }
     #[cfg(feature = "api")]
-    return from_api(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return resolve_files_only(args, wanted, ctx);
+    if !args.no_names
+        && !wanted.is_empty()
+        && args.pods.pods_json.is_none()
+        && args.pvs.pvs_json.is_none()
+    {
+        return from_api(args, wanted, ctx);
+    }
+    resolve_files_only(args, wanted, ctx)
 }
 
 /// The note of a build without the API client when no file is given.
@@ -387,54 +386,64 @@ pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names
     if args.no_names || wanted.is_empty() {
         return Names::default();
     }
-    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
-        return from_files(args, wanted, ctx);
+    if args.pods.pods_json.is_none() && args.pvs.pvs_json.is_none() {
+        return Names {
+            notes: vec![NO_API_BUILD.into()],
+            ..Default::default()
+        };
     }
-    Names {
-        notes: vec![NO_API_BUILD.into()],
-        ..Default::default()
-    }
-}
-
-fn from_files(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     let mut n = Names::default();
-    let mut pvs_read = false;
-    if let Some(p) = &args.pvs.pvs_json {
-        ctx.stage(format!("resolving names: reading {}", p.display()));
-        let mut keep = Vec::new();
-        match crate::load_pvs_json(p, |pv| keep.push(pv)) {
-            Ok(_) => {
-                for pv in &keep {
-                    n.add_pv(wanted, pv);
-                }
-                pvs_read = true;
-            }
-            Err(e) => n.notes.push(format!("PVC names not resolved: {e}")),
-        }
-    } else {
-        n.notes
-            .push("PVC names not resolved: give --pvs-json with --pods-json".into());
-    }
-    let mut pods_read = false;
-    if let Some(p) = &args.pods.pods_json {
-        ctx.stage(format!("resolving names: reading {}", p.display()));
-        let mut pods = Vec::new();
-        match crate::load_pods_json(p, &Default::default(), |pod| pods.push(pod)) {
-            Ok(_) => {
-                for pod in &pods {
-                    n.add_pod(wanted, pod);
-                }
-                pods_read = true;
-            }
-            Err(e) => n.notes.push(format!("pod names not resolved: {e}")),
-        }
-    } else {
-        n.notes
-            .push("pod names not resolved: give --pods-json with --pvs-json".into());
-    }
+    let pvs_read = n.add_file(
+        args.pvs.pvs_json.as_deref(),
+        ("PVC", "--pvs-json with --pods-json"),
+        ctx,
+        |p, f| crate::load_pvs_json(p, f),
+        |n, pv| n.add_pv(wanted, pv),
+    );
+    let pods_read = n.add_file(
+        args.pods.pods_json.as_deref(),
+        ("pod", "--pods-json with --pvs-json"),
+        ctx,
+        |p, f| crate::load_pods_json(p, &Default::default(), f),
+        |n, pod| n.add_pod(wanted, pod),
+    );
     n.finish();
     n.note_missing(wanted, pvs_read, pods_read);
     n
+}
+
+impl Names {
+    /// One file of the names step: all its objects `add`ed once `load` read the whole file (a
+    /// file that fails adds nothing), else a note: `what` names the names ("PVC"), `give` the
+    /// option to give ("--pvs-json with --pods-json"). True when the file was read.
+    fn add_file<T>(
+        &mut self,
+        path: Option<&std::path::Path>,
+        (what, give): (&str, &str),
+        ctx: &Ctx,
+        load: impl FnOnce(&std::path::Path, &mut dyn FnMut(T)) -> Result<usize, plugin::Unknown>,
+        add: impl Fn(&mut Names, &T),
+    ) -> bool {
+        let Some(p) = path else {
+            self.notes
+                .push(format!("{what} names not resolved: give {give}"));
+            return false;
+        };
+        ctx.stage(format!("resolving names: reading {}", p.display()));
+        let mut objects = Vec::new();
+        match load(p, &mut |o| objects.push(o)) {
+            Ok(_) => {
+                for o in &objects {
+                    add(self, o);
+                }
+                true
+            }
+            Err(e) => {
+                self.notes.push(format!("{what} names not resolved: {e}"));
+                false
+            }
+        }
+    }
 }
 
 /// The time name lookups may take: what is left of `-t` minus a reserve for evaluating and
