@@ -204,38 +204,29 @@ impl Names {
 
     /// Notes for wanted things that were not found (after a successful read).
     fn note_missing(&mut self, wanted: &Wanted, pvs_read: bool, pods_read: bool) {
-        if pvs_read {
-            let missing: Vec<&str> = wanted
-                .pvs
+        /// The wanted keys `found` lacks, joined; `None` when none is missing.
+        fn missing<V>(wanted: &BTreeSet<String>, found: &BTreeMap<String, V>) -> Option<String> {
+            let m: Vec<&str> = wanted
                 .iter()
-                .filter(|p| !self.claims.contains_key(*p))
+                .filter(|k| !found.contains_key(*k))
                 .map(String::as_str)
                 .collect();
-            if !missing.is_empty() {
-                self.notes.push(format!(
-                    "no bound PersistentVolume named {}: its claim is not named",
-                    missing.join(", ")
-                ));
-            }
+            (!m.is_empty()).then(|| m.join(", "))
         }
-        if pods_read {
-            let missing: Vec<&str> = wanted
-                .pod_uids
-                .iter()
-                .filter(|u| !self.pods.contains_key(*u))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                self.notes.push(format!(
-                    "no pod with UID {} found{}",
-                    missing.join(", "),
-                    if pvs_read {
-                        " in the namespaces claiming the volumes (pod deleted?)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
+        if let Some(pvs) = missing(&wanted.pvs, &self.claims).filter(|_| pvs_read) {
+            self.notes.push(format!(
+                "no bound PersistentVolume named {pvs}: its claim is not named"
+            ));
+        }
+        if let Some(uids) = missing(&wanted.pod_uids, &self.pods).filter(|_| pods_read) {
+            self.notes.push(format!(
+                "no pod with UID {uids} found{}",
+                if pvs_read {
+                    " in the namespaces claiming the volumes (pod deleted?)"
+                } else {
+                    ""
+                }
+            ));
         }
     }
 
@@ -691,17 +682,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn nothing_wanted_or_off_does_no_io() {
-        let ctx = Ctx::for_test(Duration::from_secs(5));
-        // A kubeconfig that does not exist would be an error note if it were read.
-        let args = NamesArgs {
+    /// Names options naming a kubeconfig that does not exist.
+    fn missing_kubeconfig() -> NamesArgs {
+        NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
                 ..Default::default()
             },
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn nothing_wanted_or_off_does_no_io() {
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        // A kubeconfig that does not exist would be an error note if it were read.
+        let args = missing_kubeconfig();
         assert_eq!(resolve(&args, &Wanted::default(), &ctx), Names::default());
         let mut w = Wanted::default();
         w.add("pvc-1", []);
@@ -723,13 +719,7 @@ mod tests {
     #[test]
     fn files_only_never_reads_a_kubeconfig() {
         let ctx = Ctx::for_test(Duration::from_secs(5));
-        let args = NamesArgs {
-            api: ApiArgs {
-                kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let args = missing_kubeconfig();
         let mut w = Wanted::default();
         assert_eq!(resolve_files_only(&args, &w, &ctx), Names::default());
         w.add("pvc-1", []);
