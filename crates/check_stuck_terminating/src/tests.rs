@@ -35,9 +35,12 @@ fn deleted(name: &str, secs: i64, grace: i64, finalizers: &[&str]) -> Pod {
 
 fn data(pods: &[Pod]) -> Data {
     Data {
-        pods: pods.len() + 10,
-        terminating: pods.iter().filter_map(classify).collect(),
-        scope: "on node k8s03".into(),
+        scan: kube::stuck::Scan {
+            pods: pods.len() + 10,
+            found: pods.iter().filter_map(classify).collect(),
+            scope: "on node k8s03".into(),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -66,7 +69,7 @@ fn classify_reads_deletion_grace_and_finalizers() {
 #[test]
 fn deleted_41_minutes_ago_with_failed_unmount_is_critical_with_hint() {
     let mut d = data(&[deleted("seerr-seerr-chart-0", 41 * 60, 30, &[])]);
-    d.events.insert(
+    d.scan.events.insert(
         "media/seerr-seerr-chart-0".into(),
         Teardown {
             reason: "FailedUnmount".into(),
@@ -306,7 +309,7 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
         &format!("hint: on k8s03 its volumes are still mounted; run `umount {k}/pods/{UID}/volume-subpaths/pvc-746b2837/seerr/0 {k}/pods/{UID}/volumes/kubernetes.io~csi/pvc-746b2837/mount` (the kubelet then finishes the teardown; a teardown wedged on a read-only filesystem needs nothing else)")
     );
     // With a teardown event too: one hint, from the mount table.
-    d.events.insert(
+    d.scan.events.insert(
         "media/seerr-0".into(),
         Teardown {
             reason: "FailedUnmount".into(),
