@@ -10,7 +10,7 @@
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, Scan, StuckPod};
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckPod};
 use kube::{Pod, PodScopeArgs, Time};
 use plugin::{Check, CommonArgs, Ctx, Finding, Range, Report, Unknown};
 
@@ -84,9 +84,7 @@ impl Rule {
 /// What `evaluate` needs of one pending, scheduled pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    pub namespace: String,
-    pub name: String,
-    pub node: String,
+    pub pod: PodRef,
     /// When PodScheduled became True (else the pod's creation).
     pub scheduled_at: Option<Time>,
     pub rule: Rule,
@@ -94,15 +92,9 @@ pub struct Candidate {
     pub waiting: Vec<String>,
 }
 
-impl kube::stuck::StuckPod for Candidate {
-    fn namespace(&self) -> &str {
-        &self.namespace
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn node(&self) -> &str {
-        &self.node
+impl StuckPod for Candidate {
+    fn pod(&self) -> &PodRef {
+        &self.pod
     }
     /// Since PodScheduled (0 without a time).
     fn age(&self, now: Time) -> i64 {
@@ -141,9 +133,7 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
         (Rule::Creating, reasons)
     };
     Some(Candidate {
-        namespace: p.metadata.namespace.clone(),
-        name: p.metadata.name.clone(),
-        node: p.spec.node_name.clone().unwrap_or_default(),
+        pod: PodRef::of(p),
         scheduled_at: p
             .condition("PodScheduled")
             .and_then(|c| c.last_transition_time)
@@ -178,7 +168,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             stuck.pods.len(),
             d.pods,
             d.scope,
-            stuck.first_three(|a, c| format!("{} ({})", c.key(), age_text(a)))
+            stuck.first_three(|a, c| format!("{} ({})", c.pod.key(), age_text(a)))
         )
     };
     let mut r = stuck.report(
@@ -188,10 +178,10 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         ["stuck_pods", "oldest_stuck"],
     );
     for (s, a, c) in &stuck.pods {
-        let key = c.key();
+        let key = c.pod.key();
         let mut text = format!(
             "{key} on {}: scheduled {} ago, {}",
-            c.node_shown(),
+            c.pod.node_shown(),
             age_text(*a),
             c.rule.describe()
         );
@@ -200,7 +190,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         }
         let mut f = Finding::new(*s, text)
             .signal(c.rule.signal())
-            .subject(c.subject());
+            .subject(c.pod.subject());
         if let Some(e) = d.events.get(&key) {
             f = f.detail(e.describe(now, 400));
         }

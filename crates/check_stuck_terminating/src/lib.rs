@@ -11,7 +11,7 @@
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, Scan, StuckPod};
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckPod};
 use kube::{Pod, PodScopeArgs, Time};
 use plugin::{Check, CommonArgs, Ctx, Finding, Range, Report, Status, Unknown};
 use regex::Regex;
@@ -75,10 +75,8 @@ pub struct Opts {
 /// What `evaluate` needs of one terminating pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Terminating {
-    pub namespace: String,
-    pub name: String,
+    pub pod: PodRef,
     pub uid: String,
-    pub node: String,
     /// `metadata.deletionTimestamp`: request time + grace period.
     pub deletion: Time,
     /// `deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30.
@@ -101,14 +99,8 @@ impl Terminating {
 }
 
 impl StuckPod for Terminating {
-    fn namespace(&self) -> &str {
-        &self.namespace
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn node(&self) -> &str {
-        &self.node
+    fn pod(&self) -> &PodRef {
+        &self.pod
     }
     /// Overdue: past the moment the pod should have been gone.
     fn age(&self, now: Time) -> i64 {
@@ -140,10 +132,8 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
         .unwrap_or(DEFAULT_GRACE)
         .max(0);
     Some(Terminating {
-        namespace: p.metadata.namespace.clone(),
-        name: p.metadata.name.clone(),
+        pod: PodRef::of(p),
         uid: p.metadata.uid.clone(),
-        node: p.spec.node_name.clone().unwrap_or_default(),
         deletion,
         grace,
         finalizers: p.metadata.finalizers.clone(),
@@ -211,7 +201,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             scan.scope,
             wedged.first_three(|_, t| format!(
                 "{} (deleted {} ago)",
-                t.key(),
+                t.pod.key(),
                 age_text(t.since_delete(now))
             ))
         )
@@ -223,10 +213,10 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         ["wedged_pods", "oldest_wedged"],
     );
     let finding = |s: Status, t: &Terminating| -> Finding {
-        let node = t.node_shown();
+        let node = t.pod.node_shown();
         let mut text = format!(
             "{} on {node}: deleted {} ago, {} past its {} grace period",
-            t.key(),
+            t.pod.key(),
             age_text(t.since_delete(now)),
             age_text(t.overdue(now)),
             age_text(t.grace)
@@ -245,7 +235,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             } else {
                 "stuck_terminating"
             })
-            .subject(t.subject());
+            .subject(t.pod.subject());
         let mounted = d
             .mounts
             .get(&t.uid)
@@ -259,7 +249,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
                 quoted.join(" ")
             ));
         }
-        if let Some(e) = scan.events.get(&t.key()) {
+        if let Some(e) = scan.events.get(&t.pod.key()) {
             f = f.detail(e.describe(now, 700));
             if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
             {
