@@ -10,9 +10,9 @@
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckPod};
-use kube::{Pod, PodScopeArgs, Time};
-use plugin::{Check, CommonArgs, Ctx, Finding, Range, Report, Unknown};
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::{Pod, Time};
+use plugin::{Check, CommonArgs, Ctx, Finding, Report, Unknown};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,30 +29,22 @@ started.\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each stuck pod the latest \
 FailedMount/FailedAttachVolume event is shown (--no-events to skip)."
+,
+    mut_arg("warning", |a| a.help("Warn when a pod has been stuck longer than this (duration range)")),
+    mut_arg("critical", |a| a.help("Critical when a pod has been stuck longer than this (duration range)")),
+    mut_arg("no_events", |a| a.help("Do not look up FailedMount/FailedAttachVolume events for stuck pods"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Warn when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Range,
-
     #[command(flatten)]
-    pub scope: PodScopeArgs,
+    pub stuck: StuckArgs,
 
     /// `--host-root`: in a container the default node name is $NODE_NAME or the host's
     /// /etc/hostname, not the pod's.
     #[command(flatten)]
     pub host: node::HostRootArg,
-
-    /// Do not look up FailedMount/FailedAttachVolume events for stuck pods
-    #[arg(long)]
-    pub no_events: bool,
 }
 
 /// Which rule found a pod stuck.
@@ -214,22 +206,20 @@ pub fn latest_volume_event(events: &[kube::Event]) -> Option<LastEvent> {
 
 impl Opts {
     pub fn policy(&self) -> Policy {
-        AgePolicy::new(&self.warning, &self.critical)
+        self.stuck.policy()
     }
 
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let explain = Explain {
-            which: "stuck",
-            keep: is_volume_failure,
-        };
-        kube::stuck::scan(
-            &self.scope,
+        self.stuck.scan(
             || self.host.host().hostname(),
             ctx,
             classify,
-            (&self.policy(), now),
-            (!self.no_events).then_some(explain),
+            now,
+            Explain {
+                which: "stuck",
+                keep: is_volume_failure,
+            },
         )
     }
 }
@@ -241,7 +231,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.scope.pods.reads_stdin()
+        self.stuck.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

@@ -209,6 +209,16 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--all-nodes", "--node", "a"]).is_err());
     assert!(Opts::try_parse_from(["x", "-w", "abc"]).is_err());
     let o = opts(&["--namespace", "a", "--namespace", "b", "--node", "k8s03"]);
-    let f = o.scope.filter(|| None).unwrap();
+    let f = o.stuck.scope.filter(|| None).unwrap();
     assert_eq!(f.describe(), "on node k8s03 in namespaces a, b");
+    // The shared options speak of this check's state.
+    let help = <Opts as clap::CommandFactory>::command()
+        .render_help()
+        .to_string();
+    for h in [
+        "Warn when a pod has been stuck longer than this",
+        "Do not look up FailedMount/FailedAttachVolume events for stuck pods",
+    ] {
+        assert!(help.contains(h), "{h}: {help}");
+    }
 }

@@ -11,9 +11,9 @@
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckPod};
-use kube::{Pod, PodScopeArgs, Time};
-use plugin::{Check, CommonArgs, Ctx, Finding, Range, Report, Status, Unknown};
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::{Pod, Time};
+use plugin::{Check, CommonArgs, Ctx, Finding, Report, Status, Unknown};
 use regex::Regex;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -39,30 +39,22 @@ its UID under the kubelet root: events expire after an hour, mounts do not), and
 recovery step, paste-safe: umount them; elsewhere a failed unmount event naming a pod volume \
 mount path gives it. A pod both Terminating and never started is reported here (saying it never started), not \
 by check_stuck_scheduled.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+,
+    mut_arg("warning", |a| a.help("Warn when a pod is still there this long after its grace period ended (duration range)").visible_alias("warning-after")),
+    mut_arg("critical", |a| a.help("Critical when a pod is still there this long after its grace period ended (duration range)").visible_alias("critical-after")),
+    mut_arg("no_events", |a| a.help("Do not look up FailedKillPod/FailedUnmount events for wedged pods"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Warn when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'w', long = "warning", visible_alias = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'c', long = "critical", visible_alias = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Range,
-
     #[command(flatten)]
-    pub scope: PodScopeArgs,
+    pub stuck: StuckArgs,
 
     /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
     /// /etc/hostname, and the mount table is the host's.
     #[command(flatten)]
     pub host: node::HostRootArg,
-
-    /// Do not look up FailedKillPod/FailedUnmount events for wedged pods
-    #[arg(long)]
-    pub no_events: bool,
 
     /// Where a wedged pod's volume mounts are looked up on this node
     #[command(flatten)]
@@ -284,22 +276,20 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
 
 impl Opts {
     pub fn policy(&self) -> Policy {
-        AgePolicy::new(&self.warning, &self.critical)
+        self.stuck.policy()
     }
 
     /// All I/O: pods (API or file), for wedged pods their events and volume mounts.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let explain = Explain {
-            which: "wedged",
-            keep: is_teardown_failure,
-        };
-        let scan = kube::stuck::scan(
-            &self.scope,
+        let scan = self.stuck.scan(
             || self.host.host().hostname(),
             ctx,
             classify,
-            (&self.policy(), now),
-            (!self.no_events).then_some(explain),
+            now,
+            Explain {
+                which: "wedged",
+                keep: is_teardown_failure,
+            },
         )?;
         let mut d = Data {
             scan,
@@ -321,11 +311,11 @@ impl Opts {
             .filter(|t| policy.judge(*t, now) != Status::Ok && !t.uid.is_empty())
             .map(|t| t.uid.as_str())
             .collect();
-        if uids.is_empty() || self.scope.all_nodes {
+        if uids.is_empty() || self.stuck.scope.all_nodes {
             return;
         }
         let host = self.host.host();
-        if let Some(n) = &self.scope.node.node {
+        if let Some(n) = &self.stuck.scope.node.node {
             if host
                 .hostname()
                 .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
@@ -410,7 +400,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.scope.pods.reads_stdin()
+        self.stuck.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

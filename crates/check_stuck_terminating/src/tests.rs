@@ -205,11 +205,22 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--critical-after", "abc"]).is_err());
     let o = opts(&["--namespace", "media", "--node", "k8s03"]);
     assert_eq!(
-        o.scope.filter(|| None).unwrap().describe(),
+        o.stuck.scope.filter(|| None).unwrap().describe(),
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(plugin::args::duration_range_text(&o.critical), "2m");
+    assert_eq!(plugin::args::duration_range_text(&o.stuck.critical), "2m");
+    // The shared options speak of this check's state.
+    let help = <Opts as clap::CommandFactory>::command()
+        .render_help()
+        .to_string();
+    for h in [
+        "Critical when a pod is still there this long after its grace period ended",
+        "Do not look up FailedKillPod/FailedUnmount events for wedged pods",
+        "warning-after",
+    ] {
+        assert!(help.contains(h), "{h}: {help}");
+    }
 }
 
 /// A pod both Terminating and never started is this check's (check_stuck_scheduled skips it), and

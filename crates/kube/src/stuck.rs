@@ -212,44 +212,81 @@ pub struct Explain {
     pub keep: fn(&Event) -> bool,
 }
 
-/// All API I/O of a stuck-pod check: the pods of `scope` (never an empty success on a node name
-/// that is no node), those `classify` keeps, and for the ones past `policy` at `now` their
-/// latest explaining event (`explain`; `None`: no lookup). The client's request log goes to `-vv`.
-pub fn scan<P: StuckPod>(
-    scope: &PodScopeArgs,
-    host_name: impl FnOnce() -> Option<String>,
-    ctx: &Ctx,
-    classify: impl Fn(&Pod) -> Option<P>,
-    (policy, now): (&AgePolicy, Time),
-    explain: Option<Explain>,
-) -> Result<Scan<P>, Unknown> {
-    let mut s = Scan::default();
-    let read = scope.scan(host_name, ctx, |p: Pod| {
-        s.pods += 1;
-        s.found.extend(classify(&p));
-    })?;
-    s.scope = read.filter.describe();
-    s.notes.extend(read.note);
-    if let Some(ex) = explain {
-        let alerting: Vec<(String, String)> = s
-            .found
-            .iter()
-            .filter(|p| policy.judge(*p, now) != Status::Ok)
-            .map(|p| (p.pod().namespace.clone(), p.pod().name.clone()))
-            .collect();
-        let ev =
-            crate::events::latest_per_pod(read.client.as_ref(), &alerting, ex.which, ctx, |evs| {
-                LastEvent::latest(evs, ex.keep)
-            });
-        s.events = ev.found;
-        s.notes.extend(ev.notes);
+/// The options of a stuck-pod check: `-w`/`-c` on the time in the state, which pods (`--node`,
+/// `--all-nodes`, `--namespace`, the API options, `--pods-json`), `--no-events`. A check words
+/// the help of `-w`, `-c` and `--no-events` for its own state with `#[command(mut_arg(…))]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StuckArgs {
+    /// Warn when a pod has been in the state longer than this (duration range)
+    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
+    pub warning: Range,
+
+    /// Critical when a pod has been in the state longer than this (duration range)
+    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
+    pub critical: Range,
+
+    #[command(flatten)]
+    pub scope: PodScopeArgs,
+
+    /// Do not look up the events that explain the pods alerted on
+    #[arg(long)]
+    pub no_events: bool,
+}
+
+impl StuckArgs {
+    pub fn policy(&self) -> AgePolicy {
+        AgePolicy::new(&self.warning, &self.critical)
     }
-    if let Some(c) = &read.client {
-        for line in c.requests() {
-            ctx.debug(line);
+
+    /// `--pods-json -`: the check reads stdin.
+    pub fn reads_stdin(&self) -> bool {
+        self.scope.pods.reads_stdin()
+    }
+
+    /// All API I/O of a stuck-pod check: the pods in scope (never an empty success on a node
+    /// name that is no node; `host_name` is the default node name), those `classify` keeps, and
+    /// for the ones past the thresholds at `now` their latest event that `explain` keeps (none
+    /// with `--no-events`). The client's request log goes to `-vv`.
+    pub fn scan<P: StuckPod>(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+        ctx: &Ctx,
+        classify: impl Fn(&Pod) -> Option<P>,
+        now: Time,
+        explain: Explain,
+    ) -> Result<Scan<P>, Unknown> {
+        let mut s = Scan::default();
+        let read = self.scope.scan(host_name, ctx, |p: Pod| {
+            s.pods += 1;
+            s.found.extend(classify(&p));
+        })?;
+        s.scope = read.filter.describe();
+        s.notes.extend(read.note);
+        if !self.no_events {
+            let policy = self.policy();
+            let alerting: Vec<(String, String)> = s
+                .found
+                .iter()
+                .filter(|p| policy.judge(*p, now) != Status::Ok)
+                .map(|p| (p.pod().namespace.clone(), p.pod().name.clone()))
+                .collect();
+            let ev = crate::events::latest_per_pod(
+                read.client.as_ref(),
+                &alerting,
+                explain.which,
+                ctx,
+                |evs| LastEvent::latest(evs, explain.keep),
+            );
+            s.events = ev.found;
+            s.notes.extend(ev.notes);
         }
+        if let Some(c) = &read.client {
+            for line in c.requests() {
+                ctx.debug(line);
+            }
+        }
+        Ok(s)
     }
-    Ok(s)
 }
 
 #[cfg(test)]
