@@ -10,13 +10,9 @@
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
 
 use clap::Parser;
-use kube::{Pod, PodScopeArgs, Time};
-use plugin::{
-    fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
-    Unknown, Uom,
-};
-use std::collections::HashMap;
-use std::time::Duration;
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::{Pod, Time};
+use plugin::{Check, CommonArgs, Ctx, Finding, Report, Unknown};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,30 +29,22 @@ started.\n\n\
 Reads pods on this node from the API (--all-nodes, --namespace to widen or narrow), or from \
 `kubectl get pods -A -o json` output with --pods-json. For each stuck pod the latest \
 FailedMount/FailedAttachVolume event is shown (--no-events to skip)."
+,
+    mut_arg("warning", |a| a.help("Warn when a pod has been stuck longer than this (duration range)")),
+    mut_arg("critical", |a| a.help("Critical when a pod has been stuck longer than this (duration range)")),
+    mut_arg("no_events", |a| a.help("Do not look up FailedMount/FailedAttachVolume events for stuck pods"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Warn when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a pod has been stuck longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Range,
-
     #[command(flatten)]
-    pub scope: PodScopeArgs,
+    pub stuck: StuckArgs,
 
     /// `--host-root`: in a container the default node name is $NODE_NAME or the host's
     /// /etc/hostname, not the pod's.
     #[command(flatten)]
     pub host: node::HostRootArg,
-
-    /// Do not look up FailedMount/FailedAttachVolume events for stuck pods
-    #[arg(long)]
-    pub no_events: bool,
 }
 
 /// Which rule found a pod stuck.
@@ -88,9 +76,7 @@ impl Rule {
 /// What `evaluate` needs of one pending, scheduled pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    pub namespace: String,
-    pub name: String,
-    pub node: String,
+    pub pod: PodRef,
     /// When PodScheduled became True (else the pod's creation).
     pub scheduled_at: Option<Time>,
     pub rule: Rule,
@@ -98,20 +84,19 @@ pub struct Candidate {
     pub waiting: Vec<String>,
 }
 
-/// Everything gathered.
-#[derive(Debug, Clone, Default)]
-pub struct Data {
-    /// Pods in scope.
-    pub pods: usize,
-    /// Pods that match a stuck rule (any age).
-    pub candidates: Vec<Candidate>,
-    /// Latest FailedMount/FailedAttachVolume event per `ns/name`: (reason, message, when).
-    pub events: HashMap<String, (String, String, Option<Time>)>,
-    /// What was read, e.g. "on node k8s03" (for the summary).
-    pub scope: String,
-    /// Notes for the long output (event lookups skipped or failed).
-    pub notes: Vec<String>,
+impl StuckPod for Candidate {
+    fn pod(&self) -> &PodRef {
+        &self.pod
+    }
+    /// Since PodScheduled (0 without a time).
+    fn age(&self, now: Time) -> i64 {
+        self.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0)
+    }
 }
+
+/// Everything gathered: the pods in scope, the stuck candidates (any age), the latest
+/// FailedMount/FailedAttachVolume event of each one past the thresholds.
+pub type Data = Scan<Candidate>;
 
 /// Classify one pod: `Some` when it matches a stuck rule (whatever its age).
 pub fn classify(p: &Pod) -> Option<Candidate> {
@@ -140,9 +125,7 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
         (Rule::Creating, reasons)
     };
     Some(Candidate {
-        namespace: p.metadata.namespace.clone(),
-        name: p.metadata.name.clone(),
-        node: p.spec.node_name.clone().unwrap_or_default(),
+        pod: PodRef::of(p),
         scheduled_at: p
             .condition("PodScheduled")
             .and_then(|c| c.last_transition_time)
@@ -153,41 +136,13 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
 }
 
 /// What decides, from the options: how long a pod may stay stuck.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    pub warning: Range,
-    pub critical: Range,
-}
-
-impl Policy {
-    fn thresholds(&self) -> Thresholds {
-        Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()))
-    }
-
-    /// The state of a candidate at `now` (OK: not stuck for long enough yet).
-    pub fn judge(&self, c: &Candidate, now: Time) -> Status {
-        let age = c.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0);
-        self.thresholds().evaluate(age as f64)
-    }
-}
+pub type Policy = AgePolicy;
 
 /// Decide. Pure: `now` is Unix seconds.
 pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
-    let th = policy.thresholds();
-    let mut stuck: Vec<(Status, i64, &Candidate)> = Vec::new();
-    let mut young = 0;
-    for c in &d.candidates {
-        let age = c.scheduled_at.map(|t| (now - t).max(0)).unwrap_or(0);
-        match th.evaluate(age as f64) {
-            Status::Ok => young += 1,
-            s => stuck.push((s, age, c)),
-        }
-    }
-    stuck.sort_by(|a, b| b.0.rank().cmp(&a.0.rank()).then(b.1.cmp(&a.1)));
-    let oldest = stuck.iter().map(|s| s.1).max().unwrap_or(0);
-    let status = stuck.iter().fold(Status::Ok, |acc, s| acc.worst(s.0));
-    let age = |s: i64| fmt_duration(Duration::from_secs(s as u64));
-    let summary = if stuck.is_empty() {
+    let stuck = policy.alerting(&d.found, now);
+    let young = d.found.len() - stuck.pods.len();
+    let summary = if stuck.pods.is_empty() {
         let mut s = format!(
             "no pod stuck after scheduling ({} pods {})",
             d.pods, d.scope
@@ -200,55 +155,36 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         }
         s
     } else {
-        let shown: Vec<String> = stuck
-            .iter()
-            .take(3)
-            .map(|(_, a, c)| format!("{}/{} ({})", c.namespace, c.name, age(*a)))
-            .collect();
         format!(
-            "{} of {} pods {} stuck after scheduling: {}{}",
-            stuck.len(),
+            "{} of {} pods {} stuck after scheduling: {}",
+            stuck.pods.len(),
             d.pods,
             d.scope,
-            shown.join(", "),
-            if stuck.len() > 3 { ", …" } else { "" }
+            stuck.first_three(|a, c| format!("{} ({})", c.pod.key(), age_text(a)))
         )
     };
-    let mut r = Report::new(status, summary)
-        .unit("pod", "pods")
-        .perf(Perfdata::new("pods", d.pods as f64).min(0.0))
-        .perf(Perfdata::new("stuck_pods", stuck.len() as f64).min(0.0))
-        .perf(
-            Perfdata::new("oldest_stuck", oldest as f64)
-                .uom(Uom::Seconds)
-                .thresholds(&th)
-                .min(0.0),
-        );
-    for (s, a, c) in &stuck {
-        let key = format!("{}/{}", c.namespace, c.name);
+    let mut r = stuck.report(
+        policy,
+        summary,
+        ("pods", d.pods),
+        ["stuck_pods", "oldest_stuck"],
+    );
+    for (s, a, c) in &stuck.pods {
+        let key = c.pod.key();
         let mut text = format!(
             "{key} on {}: scheduled {} ago, {}",
-            if c.node.is_empty() { "?" } else { &c.node },
-            age(*a),
+            c.pod.node_shown(),
+            age_text(*a),
             c.rule.describe()
         );
         if c.scheduled_at.is_none() {
             text.push_str(" (no scheduling time recorded)");
         }
-        let mut f = Finding::new(*s, text).signal(c.rule.signal()).subject(
-            plugin::Subject::new()
-                .node(c.node.as_str())
-                .namespace(c.namespace.as_str())
-                .pod(c.name.as_str()),
-        );
-        if let Some((reason, msg, when)) = d.events.get(&key) {
-            let ago = when
-                .map(|t| format!(" ({} ago)", age((now - t).max(0))))
-                .unwrap_or_default();
-            f = f.detail(format!(
-                "last {reason}{ago}: {}",
-                plugin::render::truncate(msg, 400)
-            ));
+        let mut f = Finding::new(*s, text)
+            .signal(c.rule.signal())
+            .subject(c.pod.subject());
+        if let Some(e) = d.events.get(&key) {
+            f = f.detail(e.describe(now, 400));
         }
         r = r.finding(f);
     }
@@ -258,65 +194,33 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     r
 }
 
+/// Is this event a volume failure (FailedMount/FailedAttachVolume)?
+pub fn is_volume_failure(e: &kube::Event) -> bool {
+    e.reason == "FailedMount" || e.reason == "FailedAttachVolume"
+}
+
 /// The latest FailedMount/FailedAttachVolume event among `events`.
-pub fn latest_volume_event(events: &[kube::Event]) -> Option<(String, String, Option<Time>)> {
-    kube::events::latest(events, |e| {
-        e.reason == "FailedMount" || e.reason == "FailedAttachVolume"
-    })
-    .map(|e| (e.reason.clone(), e.message.clone(), e.last_seen()))
+pub fn latest_volume_event(events: &[kube::Event]) -> Option<LastEvent> {
+    LastEvent::latest(events, is_volume_failure)
 }
 
 impl Opts {
     pub fn policy(&self) -> Policy {
-        Policy {
-            warning: self.warning.clone(),
-            critical: self.critical.clone(),
-        }
+        self.stuck.policy()
     }
 
     /// All I/O: pods (API or file) and, for stuck pods, their events.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let mut d = Data::default();
-        let mut take = |p: Pod| {
-            d.pods += 1;
-            if let Some(c) = classify(&p) {
-                d.candidates.push(c);
-            }
-        };
-        // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = self
-            .scope
-            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
-        d.scope = scan.filter.describe();
-        d.notes.extend(scan.note);
-        if !self.no_events {
-            let stuck = self.stuck_keys(&d, now);
-            let ev = kube::events::latest_per_pod(
-                scan.client.as_ref(),
-                &stuck,
-                "stuck",
-                ctx,
-                latest_volume_event,
-            );
-            d.events = ev.found;
-            d.notes.extend(ev.notes);
-        }
-        if let Some(c) = &scan.client {
-            for line in c.requests() {
-                ctx.debug(line);
-            }
-        }
-        Ok(d)
-    }
-
-    /// `(namespace, name)` of the candidates old enough to alert.
-    fn stuck_keys(&self, d: &Data, now: Time) -> Vec<(String, String)> {
-        let policy = self.policy();
-        d.candidates
-            .iter()
-            .filter(|c| policy.judge(c, now) != Status::Ok)
-            .map(|c| (c.namespace.clone(), c.name.clone()))
-            .collect()
+        self.stuck.scan(
+            || self.host.host().hostname(),
+            ctx,
+            classify,
+            now,
+            Explain {
+                which: "stuck",
+                keep: is_volume_failure,
+            },
+        )
     }
 }
 
@@ -327,7 +231,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.scope.pods.reads_stdin()
+        self.stuck.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

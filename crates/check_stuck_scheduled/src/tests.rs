@@ -2,6 +2,7 @@
 
 use super::*;
 use kube::time::parse_rfc3339;
+use plugin::Status;
 
 const NOW: &str = "2026-07-12T12:00:00Z";
 
@@ -36,7 +37,7 @@ fn pending(name: &str, mins: i64, extra_status: &str) -> Pod {
 fn data(pods: &[Pod]) -> Data {
     Data {
         pods: pods.len(),
-        candidates: pods.iter().filter_map(classify).collect(),
+        found: pods.iter().filter_map(classify).collect(),
         scope: "on node worker-04".into(),
         ..Default::default()
     }
@@ -162,11 +163,11 @@ fn ok_summary_and_events_shown() {
     let mut d = data(&[pending("a", 20, ""), pending("b", 8, "")]);
     d.events.insert(
         "llmsafespaces/a".into(),
-        (
-            "FailedMount".into(),
-            "MountVolume.MountDevice failed for volume \"pvc-81b676e6\"".into(),
-            Some(now() - 60),
-        ),
+        LastEvent {
+            reason: "FailedMount".into(),
+            message: "MountVolume.MountDevice failed for volume \"pvc-81b676e6\"".into(),
+            when: Some(now() - 60),
+        },
     );
     let r = evaluate(&d, &o, now());
     assert_eq!(r.status, Status::Critical);
@@ -192,9 +193,9 @@ fn latest_volume_event_picks_newest_relevant() {
         ev("FailedAttachVolume", "2026-07-12T11:00:00Z"),
         ev("Scheduled", "2026-07-12T11:30:00Z"),
     ];
-    let (r, m, _) = latest_volume_event(&evs).unwrap();
+    let e = latest_volume_event(&evs).unwrap();
     assert_eq!(
-        (r.as_str(), m.as_str()),
+        (e.reason.as_str(), e.message.as_str()),
         (
             "FailedAttachVolume",
             "FailedAttachVolume at 2026-07-12T11:00:00Z"
@@ -208,6 +209,16 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--all-nodes", "--node", "a"]).is_err());
     assert!(Opts::try_parse_from(["x", "-w", "abc"]).is_err());
     let o = opts(&["--namespace", "a", "--namespace", "b", "--node", "k8s03"]);
-    let f = o.scope.filter(|| None).unwrap();
+    let f = o.stuck.scope.filter(|| None).unwrap();
     assert_eq!(f.describe(), "on node k8s03 in namespaces a, b");
+    // The shared options speak of this check's state.
+    let help = <Opts as clap::CommandFactory>::command()
+        .render_help()
+        .to_string();
+    for h in [
+        "Warn when a pod has been stuck longer than this",
+        "Do not look up FailedMount/FailedAttachVolume events for stuck pods",
+    ] {
+        assert!(help.contains(h), "{h}: {help}");
+    }
 }

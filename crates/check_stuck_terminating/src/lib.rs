@@ -11,15 +11,12 @@
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
 
 use clap::Parser;
-use kube::{Pod, PodScopeArgs, Time};
-use plugin::{
-    fmt_duration, Check, CommonArgs, Ctx, Finding, Perfdata, Range, Report, Status, Thresholds,
-    Unknown, Uom,
-};
+use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::{Pod, Time};
+use plugin::{Check, CommonArgs, Ctx, Finding, Report, Status, Unknown};
 use regex::Regex;
 use std::collections::HashMap;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 /// Grace period when a pod says none (the API's default).
 pub const DEFAULT_GRACE: i64 = 30;
@@ -42,30 +39,22 @@ its UID under the kubelet root: events expire after an hour, mounts do not), and
 recovery step, paste-safe: umount them; elsewhere a failed unmount event naming a pod volume \
 mount path gives it. A pod both Terminating and never started is reported here (saying it never started), not \
 by check_stuck_scheduled.\n\nExit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+,
+    mut_arg("warning", |a| a.help("Warn when a pod is still there this long after its grace period ended (duration range)").visible_alias("warning-after")),
+    mut_arg("critical", |a| a.help("Critical when a pod is still there this long after its grace period ended (duration range)").visible_alias("critical-after")),
+    mut_arg("no_events", |a| a.help("Do not look up FailedKillPod/FailedUnmount events for wedged pods"))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Warn when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'w', long = "warning", visible_alias = "warning-after", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a pod is still there this long after its grace period ended (duration range)
-    #[arg(short = 'c', long = "critical", visible_alias = "critical-after", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Range,
-
     #[command(flatten)]
-    pub scope: PodScopeArgs,
+    pub stuck: StuckArgs,
 
     /// `--host-root`: in a container the node name comes from $NODE_NAME or the host's
     /// /etc/hostname, and the mount table is the host's.
     #[command(flatten)]
     pub host: node::HostRootArg,
-
-    /// Do not look up FailedKillPod/FailedUnmount events for wedged pods
-    #[arg(long)]
-    pub no_events: bool,
 
     /// Where a wedged pod's volume mounts are looked up on this node
     #[command(flatten)]
@@ -78,10 +67,8 @@ pub struct Opts {
 /// What `evaluate` needs of one terminating pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Terminating {
-    pub namespace: String,
-    pub name: String,
+    pub pod: PodRef,
     pub uid: String,
-    pub node: String,
     /// `metadata.deletionTimestamp`: request time + grace period.
     pub deletion: Time,
     /// `deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30.
@@ -93,9 +80,6 @@ pub struct Terminating {
 }
 
 impl Terminating {
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
     /// Seconds past the moment the pod should have been gone (0 while inside its grace period).
     pub fn overdue(&self, now: Time) -> i64 {
         (now - self.deletion).max(0)
@@ -106,26 +90,25 @@ impl Terminating {
     }
 }
 
-/// The latest teardown failure of a pod, from its events.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Teardown {
-    pub reason: String,
-    pub message: String,
-    pub when: Option<Time>,
+impl StuckPod for Terminating {
+    fn pod(&self) -> &PodRef {
+        &self.pod
+    }
+    /// Overdue: past the moment the pod should have been gone.
+    fn age(&self, now: Time) -> i64 {
+        self.overdue(now)
+    }
 }
+
+/// The latest teardown failure of a pod, from its events.
+pub type Teardown = LastEvent;
 
 /// Everything gathered.
 #[derive(Debug, Clone, Default)]
 pub struct Data {
-    /// Pods in scope.
-    pub pods: usize,
-    /// Pods with a deletionTimestamp.
-    pub terminating: Vec<Terminating>,
-    /// Latest teardown failure per `ns/name`.
-    pub events: HashMap<String, Teardown>,
-    /// What was read, e.g. "on node k8s03".
-    pub scope: String,
-    pub notes: Vec<String>,
+    /// Pods in scope, those with a deletionTimestamp, the latest teardown failure of each wedged
+    /// one.
+    pub scan: Scan<Terminating>,
     /// Pod UID → its volume mounts still on this node (deepest first: subPaths before their
     /// volume), from the mount table: what to unmount, whatever the events say or forgot.
     pub mounts: HashMap<String, Vec<String>>,
@@ -141,10 +124,8 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
         .unwrap_or(DEFAULT_GRACE)
         .max(0);
     Some(Terminating {
-        namespace: p.metadata.namespace.clone(),
-        name: p.metadata.name.clone(),
+        pod: PodRef::of(p),
         uid: p.metadata.uid.clone(),
-        node: p.spec.node_name.clone().unwrap_or_default(),
         deletion,
         grace,
         finalizers: p.metadata.finalizers.clone(),
@@ -153,26 +134,7 @@ pub fn classify(p: &Pod) -> Option<Terminating> {
 }
 
 /// What decides, from the options: how long past its grace period a pod may stay.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    pub warning: Range,
-    pub critical: Range,
-}
-
-impl Policy {
-    fn thresholds(&self) -> Thresholds {
-        Thresholds::new(Some(self.warning.clone()), Some(self.critical.clone()))
-    }
-
-    /// The state of a terminating pod at `now` (OK: inside its grace period and the thresholds).
-    pub fn judge(&self, t: &Terminating, now: Time) -> Status {
-        self.thresholds().evaluate(t.overdue(now) as f64)
-    }
-}
-
-fn age(s: i64) -> String {
-    fmt_duration(Duration::from_secs(s.max(0) as u64))
-}
+pub type Policy = AgePolicy;
 
 fn mount_path_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -202,33 +164,19 @@ pub fn is_teardown_failure(e: &kube::Event) -> bool {
 
 /// The latest teardown failure among `events`.
 pub fn latest_teardown(events: &[kube::Event]) -> Option<Teardown> {
-    kube::events::latest(events, is_teardown_failure).map(|e| Teardown {
-        reason: e.reason.clone(),
-        message: e.message.clone(),
-        when: e.last_seen(),
-    })
+    LastEvent::latest(events, is_teardown_failure)
 }
 
 /// Decide. Pure: `now` is Unix seconds.
 pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
-    let th = policy.thresholds();
-    let mut wedged: Vec<(Status, &Terminating)> = Vec::new();
-    for t in &d.terminating {
-        match th.evaluate(t.overdue(now) as f64) {
-            Status::Ok => {}
-            s => wedged.push((s, t)),
-        }
-    }
-    wedged.sort_by(|a, b| {
-        b.0.rank()
-            .cmp(&a.0.rank())
-            .then(b.1.overdue(now).cmp(&a.1.overdue(now)))
-    });
-    let oldest = wedged.iter().map(|w| w.1.overdue(now)).max().unwrap_or(0);
-    let status = wedged.iter().fold(Status::Ok, |acc, w| acc.worst(w.0));
-    let n_term = d.terminating.len();
-    let summary = if wedged.is_empty() {
-        let mut s = format!("no pod wedged in Terminating ({} pods {}", d.pods, d.scope);
+    let scan = &d.scan;
+    let wedged = policy.alerting(&scan.found, now);
+    let n_term = scan.found.len();
+    let summary = if wedged.pods.is_empty() {
+        let mut s = format!(
+            "no pod wedged in Terminating ({} pods {}",
+            scan.pods, scan.scope
+        );
         if n_term > 0 {
             s.push_str(&format!(
                 ", {n_term} terminating {} past their grace period",
@@ -238,38 +186,32 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         s.push(')');
         s
     } else {
-        let shown: Vec<String> = wedged
-            .iter()
-            .take(3)
-            .map(|(_, t)| format!("{} (deleted {} ago)", t.key(), age(t.since_delete(now))))
-            .collect();
         format!(
-            "{} of {} terminating pods {} wedged: {}{}",
-            wedged.len(),
+            "{} of {} terminating pods {} wedged: {}",
+            wedged.pods.len(),
             n_term,
-            d.scope,
-            shown.join(", "),
-            if wedged.len() > 3 { ", …" } else { "" }
+            scan.scope,
+            wedged.first_three(|_, t| format!(
+                "{} (deleted {} ago)",
+                t.pod.key(),
+                age_text(t.since_delete(now))
+            ))
         )
     };
-    let mut r = Report::new(status, summary)
-        .unit("pod", "pods")
-        .perf(Perfdata::new("terminating_pods", n_term as f64).min(0.0))
-        .perf(Perfdata::new("wedged_pods", wedged.len() as f64).min(0.0))
-        .perf(
-            Perfdata::new("oldest_wedged", oldest as f64)
-                .uom(Uom::Seconds)
-                .thresholds(&th)
-                .min(0.0),
-        );
+    let mut r = wedged.report(
+        policy,
+        summary,
+        ("terminating_pods", n_term),
+        ["wedged_pods", "oldest_wedged"],
+    );
     let finding = |s: Status, t: &Terminating| -> Finding {
-        let node = if t.node.is_empty() { "?" } else { &t.node };
+        let node = t.pod.node_shown();
         let mut text = format!(
             "{} on {node}: deleted {} ago, {} past its {} grace period",
-            t.key(),
-            age(t.since_delete(now)),
-            age(t.overdue(now)),
-            age(t.grace)
+            t.pod.key(),
+            age_text(t.since_delete(now)),
+            age_text(t.overdue(now)),
+            age_text(t.grace)
         );
         if t.never_started {
             text.push_str(", never started (no container ever ran: its volumes never mounted?)");
@@ -285,12 +227,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             } else {
                 "stuck_terminating"
             })
-            .subject(
-                plugin::Subject::new()
-                    .node(t.node.as_str())
-                    .namespace(t.namespace.as_str())
-                    .pod(t.name.as_str()),
-            );
+            .subject(t.pod.subject());
         let mounted = d
             .mounts
             .get(&t.uid)
@@ -304,16 +241,8 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
                 quoted.join(" ")
             ));
         }
-        if let Some(e) = d.events.get(&t.key()) {
-            let ago = e
-                .when
-                .map(|w| format!(" ({} ago)", age(now - w)))
-                .unwrap_or_default();
-            f = f.detail(format!(
-                "last {}{ago}: {}",
-                e.reason,
-                plugin::render::truncate(&e.message, 700)
-            ));
+        if let Some(e) = scan.events.get(&t.pod.key()) {
+            f = f.detail(e.describe(now, 700));
             if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
             {
                 f.subject = f.subject.mount(path.to_string());
@@ -328,18 +257,18 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         }
         f
     };
-    for (s, t) in &wedged {
+    for (s, _, t) in &wedged.pods {
         r = r.finding(finding(*s, t));
     }
     // Terminating pods inside the thresholds: shown at -v.
-    for t in d
-        .terminating
+    for t in scan
+        .found
         .iter()
-        .filter(|t| th.evaluate(t.overdue(now) as f64) == Status::Ok)
+        .filter(|t| policy.judge(*t, now) == Status::Ok)
     {
         r = r.finding(finding(Status::Ok, t));
     }
-    for n in &d.notes {
+    for n in &scan.notes {
         r = r.note(n.clone());
     }
     r
@@ -347,50 +276,25 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
 
 impl Opts {
     pub fn policy(&self) -> Policy {
-        Policy {
-            warning: self.warning.clone(),
-            critical: self.critical.clone(),
-        }
+        self.stuck.policy()
     }
 
-    /// All I/O: pods (API or file) and, for wedged pods, their events.
+    /// All I/O: pods (API or file), for wedged pods their events and volume mounts.
     pub fn gather(&self, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
-        let mut d = Data::default();
-        let mut take = |p: Pod| {
-            d.pods += 1;
-            if let Some(t) = classify(&p) {
-                d.terminating.push(t);
-            }
+        let scan = self.stuck.scan(
+            || self.host.host().hostname(),
+            ctx,
+            classify,
+            now,
+            Explain {
+                which: "wedged",
+                keep: is_teardown_failure,
+            },
+        )?;
+        let mut d = Data {
+            scan,
+            mounts: HashMap::new(),
         };
-        // No pod on the node: prove the node exists rather than answer OK on nothing.
-        let scan = self
-            .scope
-            .scan(|| self.host.host().hostname(), ctx, &mut take)?;
-        d.scope = scan.filter.describe();
-        d.notes.extend(scan.note);
-        if !self.no_events {
-            let policy = self.policy();
-            let wedged: Vec<(String, String)> = d
-                .terminating
-                .iter()
-                .filter(|t| policy.judge(t, now) != Status::Ok)
-                .map(|t| (t.namespace.clone(), t.name.clone()))
-                .collect();
-            let ev = kube::events::latest_per_pod(
-                scan.client.as_ref(),
-                &wedged,
-                "wedged",
-                ctx,
-                latest_teardown,
-            );
-            d.events = ev.found;
-            d.notes.extend(ev.notes);
-        }
-        if let Some(c) = &scan.client {
-            for line in c.requests() {
-                ctx.debug(line);
-            }
-        }
         self.gather_mounts(ctx, now, &mut d);
         Ok(d)
     }
@@ -401,16 +305,17 @@ impl Opts {
     fn gather_mounts(&self, ctx: &Ctx, now: Time, d: &mut Data) {
         let policy = self.policy();
         let uids: std::collections::BTreeSet<&str> = d
-            .terminating
+            .scan
+            .found
             .iter()
-            .filter(|t| policy.judge(t, now) != Status::Ok && !t.uid.is_empty())
+            .filter(|t| policy.judge(*t, now) != Status::Ok && !t.uid.is_empty())
             .map(|t| t.uid.as_str())
             .collect();
-        if uids.is_empty() || self.scope.all_nodes {
+        if uids.is_empty() || self.stuck.scope.all_nodes {
             return;
         }
         let host = self.host.host();
-        if let Some(n) = &self.scope.node.node {
+        if let Some(n) = &self.stuck.scope.node.node {
             if host
                 .hostname()
                 .is_some_and(|h| !h.eq_ignore_ascii_case(n.trim()))
@@ -422,7 +327,9 @@ impl Opts {
             Ok(r) if !r.is_empty() => r,
             Ok(_) => return,
             Err(e) => {
-                d.notes.push(format!("volume mounts not looked up: {e}"));
+                d.scan
+                    .notes
+                    .push(format!("volume mounts not looked up: {e}"));
                 return;
             }
         };
@@ -443,7 +350,10 @@ impl Opts {
             Ok(mounts) => {
                 d.mounts = pod_mounts(&mounts, &roots, &uids);
             }
-            Err(e) => d.notes.push(format!("volume mounts not looked up: {e}")),
+            Err(e) => d
+                .scan
+                .notes
+                .push(format!("volume mounts not looked up: {e}")),
         }
     }
 }
@@ -490,7 +400,7 @@ impl Check for Opts {
         &self.common
     }
     fn reads_stdin(&self) -> bool {
-        self.scope.pods.reads_stdin()
+        self.stuck.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();

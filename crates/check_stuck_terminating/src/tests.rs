@@ -35,9 +35,12 @@ fn deleted(name: &str, secs: i64, grace: i64, finalizers: &[&str]) -> Pod {
 
 fn data(pods: &[Pod]) -> Data {
     Data {
-        pods: pods.len() + 10,
-        terminating: pods.iter().filter_map(classify).collect(),
-        scope: "on node k8s03".into(),
+        scan: kube::stuck::Scan {
+            pods: pods.len() + 10,
+            found: pods.iter().filter_map(classify).collect(),
+            scope: "on node k8s03".into(),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -66,7 +69,7 @@ fn classify_reads_deletion_grace_and_finalizers() {
 #[test]
 fn deleted_41_minutes_ago_with_failed_unmount_is_critical_with_hint() {
     let mut d = data(&[deleted("seerr-seerr-chart-0", 41 * 60, 30, &[])]);
-    d.events.insert(
+    d.scan.events.insert(
         "media/seerr-seerr-chart-0".into(),
         Teardown {
             reason: "FailedUnmount".into(),
@@ -202,11 +205,22 @@ fn options() {
     assert!(Opts::try_parse_from(["x", "--critical-after", "abc"]).is_err());
     let o = opts(&["--namespace", "media", "--node", "k8s03"]);
     assert_eq!(
-        o.scope.filter(|| None).unwrap().describe(),
+        o.stuck.scope.filter(|| None).unwrap().describe(),
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(plugin::args::duration_range_text(&o.critical), "2m");
+    assert_eq!(plugin::args::duration_range_text(&o.stuck.critical), "2m");
+    // The shared options speak of this check's state.
+    let help = <Opts as clap::CommandFactory>::command()
+        .render_help()
+        .to_string();
+    for h in [
+        "Critical when a pod is still there this long after its grace period ended",
+        "Do not look up FailedKillPod/FailedUnmount events for wedged pods",
+        "warning-after",
+    ] {
+        assert!(help.contains(h), "{h}: {help}");
+    }
 }
 
 /// A pod both Terminating and never started is this check's (check_stuck_scheduled skips it), and
@@ -306,7 +320,7 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
         &format!("hint: on k8s03 its volumes are still mounted; run `umount {k}/pods/{UID}/volume-subpaths/pvc-746b2837/seerr/0 {k}/pods/{UID}/volumes/kubernetes.io~csi/pvc-746b2837/mount` (the kubelet then finishes the teardown; a teardown wedged on a read-only filesystem needs nothing else)")
     );
     // With a teardown event too: one hint, from the mount table.
-    d.events.insert(
+    d.scan.events.insert(
         "media/seerr-0".into(),
         Teardown {
             reason: "FailedUnmount".into(),

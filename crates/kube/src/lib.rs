@@ -10,6 +10,7 @@
 //!   [`read_objects`] for documents that mix kinds (`kubectl get pv,volumeattachments -o json`);
 //! - [`names`]: pod UIDs and PV names → `namespace/pod` and `namespace/pvc` for the node checks;
 //! - [`events`]: the latest telling event of each pod a check alerts on;
+//! - [`stuck`]: what the stuck-pod checks share (the pod scan, the age policy, the ranking);
 //! - [`time`]: API timestamps (on `plugin::time`, the suite's one calendar).
 //!
 //! Typical use in a check's `gather`:
@@ -31,6 +32,7 @@ pub mod names;
 pub mod nodes;
 pub mod objects;
 pub mod selector;
+pub mod stuck;
 pub mod time;
 pub mod types;
 

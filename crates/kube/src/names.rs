@@ -204,38 +204,29 @@ impl Names {
 
     /// Notes for wanted things that were not found (after a successful read).
     fn note_missing(&mut self, wanted: &Wanted, pvs_read: bool, pods_read: bool) {
-        if pvs_read {
-            let missing: Vec<&str> = wanted
-                .pvs
+        /// The wanted keys `found` lacks, joined; `None` when none is missing.
+        fn missing<V>(wanted: &BTreeSet<String>, found: &BTreeMap<String, V>) -> Option<String> {
+            let m: Vec<&str> = wanted
                 .iter()
-                .filter(|p| !self.claims.contains_key(*p))
+                .filter(|k| !found.contains_key(*k))
                 .map(String::as_str)
                 .collect();
-            if !missing.is_empty() {
-                self.notes.push(format!(
-                    "no bound PersistentVolume named {}: its claim is not named",
-                    missing.join(", ")
-                ));
-            }
+            (!m.is_empty()).then(|| m.join(", "))
         }
-        if pods_read {
-            let missing: Vec<&str> = wanted
-                .pod_uids
-                .iter()
-                .filter(|u| !self.pods.contains_key(*u))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                self.notes.push(format!(
-                    "no pod with UID {} found{}",
-                    missing.join(", "),
-                    if pvs_read {
-                        " in the namespaces claiming the volumes (pod deleted?)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
+        if let Some(pvs) = missing(&wanted.pvs, &self.claims).filter(|_| pvs_read) {
+            self.notes.push(format!(
+                "no bound PersistentVolume named {pvs}: its claim is not named"
+            ));
+        }
+        if let Some(uids) = missing(&wanted.pod_uids, &self.pods).filter(|_| pods_read) {
+            self.notes.push(format!(
+                "no pod with UID {uids} found{}",
+                if pvs_read {
+                    " in the namespaces claiming the volumes (pod deleted?)"
+                } else {
+                    ""
+                }
+            ));
         }
     }
 
@@ -365,16 +356,15 @@ pub const NO_ACCESS: &str = "names not resolved (no API access)";
 /// become [`Names::notes`]. Does no I/O when nothing is wanted or `--no-names` is given. Built
 /// without the `api` feature it is [`resolve_files_only`].
 pub fn resolve(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
-    if args.no_names || wanted.is_empty() {
-        return Names::default();
-    }
-    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
-        return from_files(args, wanted, ctx);
-    }
     #[cfg(feature = "api")]
-    return from_api(args, wanted, ctx);
-    #[cfg(not(feature = "api"))]
-    return resolve_files_only(args, wanted, ctx);
+    if !args.no_names
+        && !wanted.is_empty()
+        && args.pods.pods_json.is_none()
+        && args.pvs.pvs_json.is_none()
+    {
+        return from_api(args, wanted, ctx);
+    }
+    resolve_files_only(args, wanted, ctx)
 }
 
 /// The note of a build without the API client when no file is given.
@@ -387,54 +377,64 @@ pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names
     if args.no_names || wanted.is_empty() {
         return Names::default();
     }
-    if args.pods.pods_json.is_some() || args.pvs.pvs_json.is_some() {
-        return from_files(args, wanted, ctx);
+    if args.pods.pods_json.is_none() && args.pvs.pvs_json.is_none() {
+        return Names {
+            notes: vec![NO_API_BUILD.into()],
+            ..Default::default()
+        };
     }
-    Names {
-        notes: vec![NO_API_BUILD.into()],
-        ..Default::default()
-    }
-}
-
-fn from_files(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     let mut n = Names::default();
-    let mut pvs_read = false;
-    if let Some(p) = &args.pvs.pvs_json {
-        ctx.stage(format!("resolving names: reading {}", p.display()));
-        let mut keep = Vec::new();
-        match crate::load_pvs_json(p, |pv| keep.push(pv)) {
-            Ok(_) => {
-                for pv in &keep {
-                    n.add_pv(wanted, pv);
-                }
-                pvs_read = true;
-            }
-            Err(e) => n.notes.push(format!("PVC names not resolved: {e}")),
-        }
-    } else {
-        n.notes
-            .push("PVC names not resolved: give --pvs-json with --pods-json".into());
-    }
-    let mut pods_read = false;
-    if let Some(p) = &args.pods.pods_json {
-        ctx.stage(format!("resolving names: reading {}", p.display()));
-        let mut pods = Vec::new();
-        match crate::load_pods_json(p, &Default::default(), |pod| pods.push(pod)) {
-            Ok(_) => {
-                for pod in &pods {
-                    n.add_pod(wanted, pod);
-                }
-                pods_read = true;
-            }
-            Err(e) => n.notes.push(format!("pod names not resolved: {e}")),
-        }
-    } else {
-        n.notes
-            .push("pod names not resolved: give --pods-json with --pvs-json".into());
-    }
+    let pvs_read = n.add_file(
+        args.pvs.pvs_json.as_deref(),
+        ("PVC", "--pvs-json with --pods-json"),
+        ctx,
+        |p, f| crate::load_pvs_json(p, f),
+        |n, pv| n.add_pv(wanted, pv),
+    );
+    let pods_read = n.add_file(
+        args.pods.pods_json.as_deref(),
+        ("pod", "--pods-json with --pvs-json"),
+        ctx,
+        |p, f| crate::load_pods_json(p, &Default::default(), f),
+        |n, pod| n.add_pod(wanted, pod),
+    );
     n.finish();
     n.note_missing(wanted, pvs_read, pods_read);
     n
+}
+
+impl Names {
+    /// One file of the names step: all its objects `add`ed once `load` read the whole file (a
+    /// file that fails adds nothing), else a note: `what` names the names ("PVC"), `give` the
+    /// option to give ("--pvs-json with --pods-json"). True when the file was read.
+    fn add_file<T>(
+        &mut self,
+        path: Option<&std::path::Path>,
+        (what, give): (&str, &str),
+        ctx: &Ctx,
+        load: impl FnOnce(&std::path::Path, &mut dyn FnMut(T)) -> Result<usize, plugin::Unknown>,
+        add: impl Fn(&mut Names, &T),
+    ) -> bool {
+        let Some(p) = path else {
+            self.notes
+                .push(format!("{what} names not resolved: give {give}"));
+            return false;
+        };
+        ctx.stage(format!("resolving names: reading {}", p.display()));
+        let mut objects = Vec::new();
+        match load(p, &mut |o| objects.push(o)) {
+            Ok(_) => {
+                for o in &objects {
+                    add(self, o);
+                }
+                true
+            }
+            Err(e) => {
+                self.notes.push(format!("{what} names not resolved: {e}"));
+                false
+            }
+        }
+    }
 }
 
 /// The time name lookups may take: what is left of `-t` minus a reserve for evaluating and
@@ -682,17 +682,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn nothing_wanted_or_off_does_no_io() {
-        let ctx = Ctx::for_test(Duration::from_secs(5));
-        // A kubeconfig that does not exist would be an error note if it were read.
-        let args = NamesArgs {
+    /// Names options naming a kubeconfig that does not exist.
+    fn missing_kubeconfig() -> NamesArgs {
+        NamesArgs {
             api: ApiArgs {
                 kubeconfig: Some("/nonexistent/kubeconfig".into()),
                 ..Default::default()
             },
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn nothing_wanted_or_off_does_no_io() {
+        let ctx = Ctx::for_test(Duration::from_secs(5));
+        // A kubeconfig that does not exist would be an error note if it were read.
+        let args = missing_kubeconfig();
         assert_eq!(resolve(&args, &Wanted::default(), &ctx), Names::default());
         let mut w = Wanted::default();
         w.add("pvc-1", []);
@@ -714,13 +719,7 @@ mod tests {
     #[test]
     fn files_only_never_reads_a_kubeconfig() {
         let ctx = Ctx::for_test(Duration::from_secs(5));
-        let args = NamesArgs {
-            api: ApiArgs {
-                kubeconfig: Some("/nonexistent/kubeconfig".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let args = missing_kubeconfig();
         let mut w = Wanted::default();
         assert_eq!(resolve_files_only(&args, &w, &ctx), Names::default());
         w.add("pvc-1", []);

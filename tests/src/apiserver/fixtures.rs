@@ -1,40 +1,12 @@
 //! Realistic API objects as `kubectl get … -o json` and the API server show them: full metadata
 //! (uid, resourceVersion, ownerReferences, managedFields, annotations), container specs and
-//! statuses, conditions. Times are relative to [`now`].
+//! statuses, conditions. Times are relative to now ([`ago`]).
 
 use serde_json::{json, Value};
 
-/// Unix seconds now.
-pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// RFC 3339 UTC for Unix seconds.
-pub fn rfc3339(t: i64) -> String {
-    let (days, secs) = (t.div_euclid(86400), t.rem_euclid(86400));
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// RFC 3339 for `secs` seconds ago.
+/// RFC 3339 for `secs` seconds ago (the suite's one calendar, `plugin::time`).
 pub fn ago(secs: i64) -> String {
-    rfc3339(now() - secs)
+    plugin::time::format_rfc3339(plugin::time::now_secs() - secs)
 }
 
 fn uid(seed: &str) -> String {
