@@ -24,6 +24,7 @@
 use nix::fcntl::{Flock, FlockArg};
 use std::cell::Cell;
 use std::fs::File;
+use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// The machine-wide lock between test processes.
@@ -43,9 +44,41 @@ static STATE: Mutex<State> = Mutex::new(State {
     machine: None,
 });
 
+/// The parent of a process (`/proc/<pid>/stat`, field 4), if it can be read.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// True when the process holding the machine exclusively (its pid written in [`LOCK_FILE`]) is
+/// this process's ancestor: a program a machine-changing test runs (the quickstart's `./try-all`
+/// and the replay it starts) works under that test's hold and must not wait for it.
+fn under_exclusive_holder() -> bool {
+    let Some(holder) = std::fs::read_to_string(LOCK_FILE)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    else {
+        return false;
+    };
+    let mut pid = std::process::id();
+    for _ in 0..64 {
+        match parent_of(pid) {
+            Some(p) if p == holder => return true,
+            Some(p) if p > 1 => pid = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Take the machine-wide lock (waiting for other processes); `None` when the lock file cannot be
-/// opened at all.
+/// opened at all, or when an ancestor of this process holds it exclusively (see
+/// [`under_exclusive_holder`]).
 fn machine_lock(how: FlockArg) -> Option<Flock<File>> {
+    if how == FlockArg::LockShared && under_exclusive_holder() {
+        return None;
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -57,7 +90,14 @@ fn machine_lock(how: FlockArg) -> Option<Flock<File>> {
     let mut file = file;
     loop {
         match Flock::lock(file, how) {
-            Ok(l) => return Some(l),
+            Ok(l) => {
+                if how == FlockArg::LockExclusive {
+                    // Who holds it, for the programs its tests start.
+                    let _ = l.set_len(0);
+                    let _ = (&*l).write_all(std::process::id().to_string().as_bytes());
+                }
+                return Some(l);
+            }
             Err((f, nix::errno::Errno::EINTR)) => file = f,
             Err(_) => return None,
         }
@@ -104,6 +144,9 @@ pub fn exclusive() -> Exclusive {
 impl Drop for Exclusive {
     fn drop(&mut self) {
         let mut s = state();
+        if let Some(l) = &s.machine {
+            let _ = l.set_len(0);
+        }
         s.machine = None;
         s.exclusive = false;
         HOLDS_EXCLUSIVE.with(|h| h.set(false));
