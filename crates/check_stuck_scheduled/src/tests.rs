@@ -214,7 +214,11 @@ fn options() {
     // The shared options speak of this check's state.
     let help = <Opts as clap::CommandFactory>::command()
         .render_help()
-        .to_string();
+        .to_string()
+        // Wrapped at the terminal's width: compare the words.
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for h in [
         "Warn when a pod has been stuck longer than this",
         "Do not look up FailedMount/FailedAttachVolume events for stuck pods",

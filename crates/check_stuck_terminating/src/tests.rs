@@ -213,7 +213,11 @@ fn options() {
     // The shared options speak of this check's state.
     let help = <Opts as clap::CommandFactory>::command()
         .render_help()
-        .to_string();
+        .to_string()
+        // Wrapped at the terminal's width: compare the words.
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for h in [
         "Critical when a pod is still there this long after its grace period ended",
         "Do not look up FailedKillPod/FailedUnmount events for wedged pods",
