@@ -1922,7 +1922,11 @@ fn stuck_probe_tasks(only: &str) -> Vec<String> {
             if !String::from_utf8_lossy(&cmdline).contains(only) {
                 continue;
             }
-            if exe.contains("check_ro_pvc_mounts") || exe.contains("check_stale_csi_mounts") {
+            // The one program runs every check: the check is the name it was started by.
+            let argv0 =
+                String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default())
+                    .into_owned();
+            if argv0.ends_with("check_ro_pvc_mounts") || argv0.ends_with("check_stale_csi_mounts") {
                 out.push(format!("{} ({exe})", tp.display()));
             }
         }
