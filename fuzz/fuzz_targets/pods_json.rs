@@ -12,6 +12,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = kube::list::read_list::<kube::PersistentVolume, _, _>(data, |_| {});
     let _ = kube::list::read_list::<kube::VolumeAttachment, _, _>(data, |_| {});
     let _ = kube::list::read_list::<kube::Event, _, _>(data, |_| {});
+    // Mixed-kind documents (`kubectl get pv,volumeattachments,csidrivers -o json`).
+    let _ = kube::objects::parse_objects(data, "PersistentVolume", |_| {});
     if let Ok(s) = std::str::from_utf8(data) {
         if let Ok(sel) = kube::Selector::parse(s) {
             let _ = sel.matches(&Default::default());

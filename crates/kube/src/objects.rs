@@ -115,11 +115,7 @@ pub fn read_objects(
             f: &mut f,
         };
         match doc {
-            crate::Document::Slice(s) => {
-                let mut de = serde_json::Deserializer::from_slice(s);
-                let k = seed.deserialize(&mut de)?;
-                de.end().map(|_| k)
-            }
+            crate::Document::Slice(s) => parse_objects(s, default_kind, &mut f),
             crate::Document::Reader(r) => {
                 let mut de = serde_json::Deserializer::from_reader(r);
                 let k = seed.deserialize(&mut de)?;
@@ -127,6 +123,21 @@ pub fn read_objects(
             }
         }
     })
+}
+
+/// [`read_objects`] on a document in memory (what a mapped file or the fuzz target hands over).
+pub fn parse_objects(
+    s: &[u8],
+    default_kind: &str,
+    mut f: impl FnMut(Object),
+) -> Result<DocumentKind, serde_json::Error> {
+    let seed = DocSeed {
+        default_kind,
+        f: &mut f,
+    };
+    let mut de = serde_json::Deserializer::from_slice(s);
+    let k = seed.deserialize(&mut de)?;
+    de.end().map(|_| k)
 }
 
 struct DocSeed<'a> {
