@@ -49,8 +49,19 @@ fn every_name_in_the_build_directory_runs_its_own_check() {
         .arg("--help")
         .run();
     assert!(runner.stdout.contains("--plugin-dir"), "{runner:?}");
+    assert!(
+        runner
+            .stdout
+            .contains("Usage: k8s-storage-checks-textfile "),
+        "{runner:?}"
+    );
     let sub = Cmd::new(bin(PROGRAM)).args(["textfile", "--help"]).run();
     assert!(sub.stdout.contains("--plugin-dir"), "{sub:?}");
+    // The usage names the command as it was typed, not a bare `textfile`.
+    assert!(
+        sub.stdout.contains("Usage: k8s-storage-checks textfile "),
+        "{sub:?}"
+    );
 }
 
 #[test]

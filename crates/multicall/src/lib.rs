@@ -183,8 +183,13 @@ pub fn dispatch(args: Vec<OsString>) -> Dispatch {
         "--list" => Dispatch::List,
         name => match applet(name) {
             Some(a) => {
+                let sub = name == TEXTFILE_SUB;
                 let mut rest = args;
                 rest.remove(0);
+                if sub {
+                    // Its usage and errors name the command as typed: `k8s-storage-checks textfile`.
+                    rest[0] = format!("{PROGRAM} {TEXTFILE_SUB}").into();
+                }
                 Dispatch::Run(a, rest)
             }
             None => Dispatch::Unknown(name.to_string()),
