@@ -51,7 +51,7 @@ impl Problem {
 
 fn nix_name(errno: i32) -> String {
     // "Permission denied (EACCES)" → "EACCES"
-    let t = node::errtext(&std::io::Error::from_raw_os_error(errno));
+    let t = plugin::errtext(&std::io::Error::from_raw_os_error(errno));
     t.rsplit_once('(')
         .map(|(_, n)| n.trim_end_matches(')').to_string())
         .unwrap_or(t)

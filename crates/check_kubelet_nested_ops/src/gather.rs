@@ -255,7 +255,7 @@ impl Gatherer<'_> {
             |l| self.unwrapped(l, &mut joiner, &mut failures),
             |_| {},
         )
-        .map_err(|e| Unknown(format!("cannot read stdin: {}", node::errtext(&e))))?;
+        .map_err(|e| Unknown(format!("cannot read stdin: {}", plugin::errtext(&e))))?;
         let notes: Vec<String> = format_verdict("stdin", &s)?.into_iter().collect();
         joiner.finish(|l| failures.extend(self.parse(l.text.as_bytes(), l.time_ms)));
         Ok(self.finish(

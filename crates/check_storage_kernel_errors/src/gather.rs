@@ -170,7 +170,7 @@ impl LogRead<'_> {
                 return Err(Unknown(format!(
                     "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
                     self.path.display(),
-                    node::errtext(&e)
+                    plugin::errtext(&e)
                 )));
             }
             Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),

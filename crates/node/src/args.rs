@@ -100,7 +100,7 @@ fn check_dir(host: &Host, r: &Path) -> Result<(), String> {
         Err(e) => Err(format!(
             "--kubelet-root {}: {}",
             r.display(),
-            crate::errtext(&e)
+            plugin::errtext(&e)
         )),
     }
 }
@@ -115,7 +115,7 @@ pub fn privilege_text(host: &Host, path: &Path, e: &std::io::Error) -> String {
     format!(
         "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (the kubelet's directories are root-only){container}",
         path.display(),
-        crate::errtext(e)
+        plugin::errtext(e)
     )
 }
 

@@ -97,7 +97,7 @@ pub fn sysfs_problem(sys: &Path) -> Option<String> {
             return Some(format!(
                 "cannot read {}: {} (is --sys right?)",
                 sys.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             ))
         }
     }
@@ -106,7 +106,7 @@ pub fn sysfs_problem(sys: &Path) -> Option<String> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Some(format!(
             "cannot read {}: {}",
             sys.join("class").display(),
-            crate::errtext(&e)
+            plugin::errtext(&e)
         )),
         _ => Some(format!(
             "{} has no class/ directory: not a sysfs (is --sys right?)",

@@ -86,13 +86,13 @@ impl Host {
                     "cannot enter the host's mount namespace through {}: {} \
                      (needs CAP_SYS_PTRACE; on AppArmor nodes also an unconfined profile)",
                     p.display(),
-                    crate::errtext(&e)
+                    plugin::errtext(&e)
                 ))
             }
             Err(e) => Some(format!(
                 "cannot read the host's root {}: {} (is the host's /proc mounted at {}/proc?)",
                 p.display(),
-                crate::errtext(&e),
+                plugin::errtext(&e),
                 r.display()
             )),
         }

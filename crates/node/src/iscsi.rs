@@ -103,7 +103,7 @@ pub fn read_attr(path: &Path) -> Attr {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Attr::Missing,
         Err(e) => Attr::Error(AttrError {
             path: path.to_path_buf(),
-            error: crate::errtext(&e),
+            error: plugin::errtext(&e),
             errno: e.raw_os_error(),
         }),
     }
@@ -240,13 +240,13 @@ fn entries(dir: &Path) -> Result<Option<Vec<(String, PathBuf)>>, String> {
             return Err(format!(
                 "cannot list {}: {}",
                 dir.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             ))
         }
     };
     let mut out = Vec::new();
     for e in rd {
-        let e = e.map_err(|e| format!("cannot list {}: {}", dir.display(), crate::errtext(&e)))?;
+        let e = e.map_err(|e| format!("cannot list {}: {}", dir.display(), plugin::errtext(&e)))?;
         out.push((e.file_name().to_string_lossy().into_owned(), e.path()));
     }
     out.sort_by_key(|a| natural_key(&a.0));
@@ -342,7 +342,7 @@ fn read_session(name: &str, sid: u32, class_path: &Path) -> Session {
             problems.push(format!(
                 "cannot resolve {}: {}",
                 class_path.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             ));
             (class_path.to_path_buf(), false)
         }

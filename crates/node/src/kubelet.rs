@@ -386,7 +386,7 @@ pub fn access_problem(roots: &[PathBuf], host: &Host) -> Option<String> {
                 return Some(format!(
                     "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
                     r.join("pods").display(),
-                    crate::errtext(&e)
+                    plugin::errtext(&e)
                 ));
             }
         }
@@ -438,7 +438,7 @@ pub fn read_vol_data(host: &Host, mount_point: &Path) -> Result<Option<VolData>,
             .map(Some)
             .map_err(|e| format!("{}: {e}", p.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {}", p.display(), crate::errtext(&e))),
+        Err(e) => Err(format!("{}: {}", p.display(), plugin::errtext(&e))),
     }
 }
 

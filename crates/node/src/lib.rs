@@ -9,8 +9,6 @@ pub mod host;
 pub mod iscsi;
 pub mod kubelet;
 pub mod logs;
-/// Mapped file reading lives in `plugin` (shared with `kube`); kept here under its old path.
-pub use plugin::mapped;
 pub mod mountinfo;
 pub mod privilege;
 pub mod probe;
@@ -21,9 +19,6 @@ pub use args::{
 };
 pub use host::Host;
 pub use mountinfo::Mount;
-
-/// The error text every layer uses (it lives in `plugin`, which `kube` shares without host I/O).
-pub use plugin::errtext;
 
 /// Bytes as text, invalid sequences replaced: `String::from_utf8_lossy`, but valid input (nearly
 /// all of it) is checked with the fast validator first; the lossy scan is several times slower

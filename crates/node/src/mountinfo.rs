@@ -299,7 +299,7 @@ pub(crate) fn for_each_line<'a>(
 }
 
 /// The cap of a mount table: a node with 50 000 mounts has about 10 MiB of mountinfo.
-pub const MAX_BYTES: u64 = crate::mapped::READ_MAX;
+pub const MAX_BYTES: u64 = plugin::mapped::READ_MAX;
 
 /// Read and parse a mountinfo file. Errors are one line an operator understands.
 pub fn read(path: &Path) -> Result<Vec<Mount>, String> {
@@ -317,8 +317,8 @@ pub(crate) fn with_text<T>(
     path: &Path,
     parse: impl FnOnce(&str, &str) -> Result<T, ParseError>,
 ) -> Result<T, String> {
-    let bytes = crate::mapped::read(path)
-        .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
+    let bytes = plugin::mapped::read(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), plugin::errtext(&e)))?;
     if bytes.len() as u64 > MAX_BYTES {
         return Err(format!(
             "{} is larger than {} (the cap of a mount table, about 150 000 mounts): not read",

@@ -42,7 +42,7 @@ impl Check for Opts {
                     std::env::temp_dir().join(format!("selftest-sigbus-{}", std::process::id()));
                 std::fs::write(&p, vec![b'x'; 8192]).map_err(|e| e.to_string())?;
                 let f = std::fs::File::open(&p).map_err(|e| e.to_string())?;
-                let m = node::mapped::map(&f, 8192).map_err(|e| e.to_string())?;
+                let m = plugin::mapped::map(&f, 8192).map_err(|e| e.to_string())?;
                 std::fs::File::options()
                     .write(true)
                     .open(&p)

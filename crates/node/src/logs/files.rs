@@ -93,7 +93,8 @@ pub fn read(
     opts: &Scan,
     mut on_hit: impl FnMut(&[u8]) -> bool,
 ) -> Result<FileRead, String> {
-    let err = |e: std::io::Error| format!("cannot read {}: {}", path.display(), crate::errtext(&e));
+    let err =
+        |e: std::io::Error| format!("cannot read {}: {}", path.display(), plugin::errtext(&e));
     // `--log-file`: the caller's path, opened with the caller's privilege.
     let mut f = crate::privilege::open(path).map_err(err)?;
     let md = f.metadata().map_err(err)?;
@@ -132,7 +133,7 @@ pub fn read(
             format!(
                 "cannot read {} (gzip): {}",
                 path.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             )
         })?;
         add(&mut stats, s);

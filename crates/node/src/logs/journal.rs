@@ -85,7 +85,7 @@ fn spawn(journalctl: &Path, args: &[String]) -> Result<Child, String> {
             format!(
                 "cannot run {}: {}",
                 journalctl.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             )
         })
 }
@@ -175,7 +175,7 @@ pub fn field_values(
                     break;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("reading journalctl: {}", crate::errtext(&e))),
+                Err(e) => return Err(format!("reading journalctl: {}", plugin::errtext(&e))),
             }
             if out.len() > 1 << 20 {
                 break;
@@ -306,7 +306,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             Ok(s) => s,
             Err(e) => {
                 finish(&mut child, true);
-                return Err(format!("reading journalctl: {}", crate::errtext(&e)));
+                return Err(format!("reading journalctl: {}", plugin::errtext(&e)));
             }
         };
         let code = finish(&mut child, !stats.complete);

@@ -119,7 +119,7 @@ pub fn read(
         _ => KmsgError::Other(format!(
             "cannot read {}: {}",
             path.display(),
-            crate::errtext(&e)
+            plugin::errtext(&e)
         )),
     };
     // `--kmsg` may name any file: a privileged process runs at its caller's level, and the check

@@ -125,7 +125,7 @@ impl StateDir {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 return Err(DirError::Open(format!(
                     "cannot create its directory: {}",
-                    crate::errtext(&e)
+                    plugin::errtext(&e)
                 )));
             }
             fd = open();
@@ -138,7 +138,7 @@ impl StateDir {
                 {
                     "it is a symbolic link (not followed)".to_string()
                 }
-                _ => crate::errtext(&e),
+                _ => plugin::errtext(&e),
             };
             return Err(DirError::Open(format!("{}: {why}", dir.display())));
         }
@@ -150,7 +150,7 @@ impl StateDir {
             return Err(DirError::Open(format!(
                 "{}: {}",
                 dir.display(),
-                crate::errtext(&last_err())
+                plugin::errtext(&last_err())
             )));
         }
         // SAFETY: geteuid cannot fail.
@@ -191,7 +191,7 @@ impl StateDir {
                 _ => Err(format!(
                     "cannot read state file {}: {}",
                     shown.display(),
-                    crate::errtext(&e)
+                    plugin::errtext(&e)
                 )),
             };
         }
@@ -201,14 +201,14 @@ impl StateDir {
             format!(
                 "cannot read state file {}: {}",
                 shown.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             )
         })?;
         if md.is_dir() {
             return Err(format!(
                 "cannot read state file {}: {}",
                 shown.display(),
-                crate::errtext(&std::io::Error::from_raw_os_error(libc::EISDIR))
+                plugin::errtext(&std::io::Error::from_raw_os_error(libc::EISDIR))
             ));
         }
         if !md.is_file() {
@@ -222,7 +222,7 @@ impl StateDir {
             format!(
                 "cannot read state file {}: {}",
                 shown.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             )
         })?;
         if b.len() as u64 > max {
@@ -251,7 +251,7 @@ impl StateDir {
             format!(
                 "cannot write state file {}: {}",
                 shown.display(),
-                crate::errtext(&e)
+                plugin::errtext(&e)
             )
         };
         let dst =

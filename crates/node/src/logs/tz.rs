@@ -116,7 +116,7 @@ impl Zone {
     /// Read a TZif file.
     pub fn read(path: &Path) -> Result<Zone, String> {
         let b = std::fs::read(path)
-            .map_err(|e| format!("cannot read {}: {}", path.display(), crate::errtext(&e)))?;
+            .map_err(|e| format!("cannot read {}: {}", path.display(), plugin::errtext(&e)))?;
         if b.len() > 1 << 20 {
             return Err(format!("{}: not a TZif file (too big)", path.display()));
         }
