@@ -376,24 +376,6 @@ pub fn pod_uid_in(mount_point: &Path) -> Option<String> {
     })
 }
 
-/// Without the right to look into the kubelet's directories every probe of a volume would fail
-/// with EACCES: the missing privilege, named, when a root's `pods/` may not be listed.
-pub fn access_problem(roots: &[PathBuf], host: &Host) -> Option<String> {
-    for r in roots {
-        let pods = host.mount_path(r.join("pods"));
-        if let Err(e) = std::fs::read_dir(&pods) {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                return Some(format!(
-                    "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (setcap cap_dac_read_search+ep)",
-                    r.join("pods").display(),
-                    plugin::errtext(&e)
-                ));
-            }
-        }
-    }
-    None
-}
-
 /// `vol_data.json` as the kubelet's CSI plugin writes it (every key optional; unknown keys ignored).
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
