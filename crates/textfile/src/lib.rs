@@ -160,8 +160,9 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
     let reader = std::thread::spawn(move || {
+        // One byte past the cap at most; then the pipe is closed (the check gets EPIPE).
         let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
+        let _ = (&mut stdout).take(OUTPUT_MAX + 1).read_to_end(&mut buf);
         buf
     });
     let err_reader = std::thread::spawn(move || {
@@ -194,6 +195,15 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
     // A killed check's stdout may still be held by nothing else: probes close theirs first.
     let out = reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
+    if out.len() as u64 > OUTPUT_MAX {
+        return unknown_metrics(
+            &job.name,
+            &format!(
+                "more than {} MiB of output (the cap of one check's metrics)",
+                OUTPUT_MAX >> 20
+            ),
+        );
+    }
     let text = String::from_utf8_lossy(&out).into_owned();
     match status.code() {
         Some(0..=3) if text.contains(&format!("{}{{", plugin::render::STATUS_METRIC)) => text,
@@ -215,18 +225,35 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
 
 /// Replace `<dir>/<name>.prom` atomically: write a dot-file (the collector reads `*.prom` only)
 /// in the same directory, fsync it, rename it over the old file.
+///
+/// The dot-file is created new (`O_CREAT|O_EXCL|O_NOFOLLOW`, after removing a leftover: unlink
+/// never follows a link), so a link planted at its name by whoever else may write the directory
+/// (the runner may run as root in container mode) is never written through; its mode is set on
+/// the open file, not by path.
 pub fn write_atomic(dir: &Path, name: &str, content: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let tmp = dir.join(format!(".{name}.prom.tmp"));
     let dst = dir.join(format!("{name}.prom"));
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
         f.write_all(content.as_bytes())?;
         f.sync_all()?;
     }
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
     std::fs::rename(&tmp, &dst)
 }
+
+/// The most a check's metrics may take (10 000 volumes' series are a few MiB).
+const OUTPUT_MAX: u64 = 64 << 20;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -423,5 +450,51 @@ mod tests {
             .collect();
         assert_eq!(names, ["check_a.prom"]);
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_link_planted_at_the_temp_name_is_not_written_through() {
+        let d = std::env::temp_dir().join(format!("ksc-textfile-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("out")).unwrap();
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let out = d.join("out");
+        std::os::unix::fs::symlink(&victim, out.join(".check_a.prom.tmp")).unwrap();
+        write_atomic(&out, "check_a", "metrics\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(
+            std::fs::read_to_string(out.join("check_a.prom")).unwrap(),
+            "metrics\n"
+        );
+        // A link at the final name is replaced, not followed, too.
+        std::fs::remove_file(out.join("check_a.prom")).unwrap();
+        std::os::unix::fs::symlink(&victim, out.join("check_a.prom")).unwrap();
+        write_atomic(&out, "check_a", "metrics\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(!std::fs::symlink_metadata(out.join("check_a.prom"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn output_past_the_cap_is_unknown() {
+        let sh = |script: &str| Job {
+            name: "check_sh".into(),
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+        };
+        // The status series first, then more than the cap: a check gone mad is UNKNOWN.
+        let t = run_job(
+            &sh("echo 'k8s_storage_check_status{check=\"check_sh\"} 0'; head -c 70000000 /dev/zero | tr '\\0' x; exit 0"),
+            Duration::from_secs(20),
+        );
+        assert!(
+            t.contains("} 3\n") && t.contains("more than 64 MiB of output"),
+            "{}",
+            &t[..t.len().min(400)]
+        );
     }
 }
