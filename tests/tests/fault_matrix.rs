@@ -915,8 +915,9 @@ fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
 }
 
 /// Issue 16: every file input of every node check given `/dev/zero` (an endless source; before,
-/// `--mountinfo /dev/zero` grew to ~3 GB until -t killed it) answers UNKNOWN naming what is
-/// wrong, within -t, with the worker's peak RSS at most 64 MiB.
+/// `--mountinfo /dev/zero` grew to ~3 GB until -t killed it), and the kubeconfig and token file
+/// of the API checks, answers UNKNOWN naming what is wrong, within -t, with the worker's peak
+/// RSS at most 64 MiB.
 #[test]
 fn dev_zero_inputs_stay_within_64_mib() {
     if !e2e::need_tool("dev_zero_inputs_stay_within_64_mib", "/usr/bin/time") {
@@ -944,6 +945,49 @@ fn dev_zero_inputs_stay_within_64_mib() {
                     "{bin_name} {opt} /dev/zero: exit {code} (want {want} {phrase:?}), {kib} KiB (cap {LIMIT_KIB}), {took:?}: {out:?}"
                 ));
             }
+        }
+    }
+    // The files the API checks read whole: a kubeconfig, and the tokenFile one names (before,
+    // `--kubeconfig /dev/zero` grew to 5.7 GB in 5 s).
+    let d = open_tempdir();
+    let kc = write(
+        d.path(),
+        "kubeconfig",
+        "apiVersion: v1\nclusters:\n- cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}\n  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {tokenFile: /dev/zero}\n",
+    );
+    for (bin_name, name, kubeconfig, phrase) in [
+        (
+            "check_stuck_scheduled",
+            "STUCK_SCHEDULED",
+            PathBuf::from("/dev/zero"),
+            "cannot read kubeconfig /dev/zero: larger than 16 MiB",
+        ),
+        (
+            "check_stuck_terminating",
+            "STUCK_TERMINATING",
+            kc,
+            "cannot read token file /dev/zero: larger than 16 MiB",
+        ),
+    ] {
+        let args: Vec<OsString> = vec![
+            "--kubeconfig".into(),
+            kubeconfig.clone().into(),
+            "--all-nodes".into(),
+        ];
+        let t = std::time::Instant::now();
+        let (code, out, kib) = run_measured(bin_name, &args);
+        let took = t.elapsed();
+        let first = out.lines().next().unwrap_or("").to_string();
+        println!("{bin_name} --kubeconfig {kubeconfig:?}: exit {code}, {kib} KiB peak, {took:?}: {first}");
+        if !(code == 3
+            && first.starts_with(&format!("{name} UNKNOWN - "))
+            && first.contains(phrase)
+            && kib <= LIMIT_KIB
+            && took <= Duration::from_secs(T) + MARGIN)
+        {
+            failed.push(format!(
+                "{bin_name} --kubeconfig {kubeconfig:?}: exit {code} (want 3 {phrase:?}), {kib} KiB (cap {LIMIT_KIB}), {took:?}: {out:?}"
+            ));
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));

@@ -22,9 +22,7 @@ pub fn parse_majmin(s: &str) -> Option<(u32, u32)> {
 }
 
 fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
+    crate::read_small(p)
 }
 
 fn names_in(dir: &Path) -> impl Iterator<Item = (String, std::path::PathBuf)> {

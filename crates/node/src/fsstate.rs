@@ -33,8 +33,8 @@ impl Ext4Index {
             if name == "features" {
                 continue;
             }
-            let dev = std::fs::read_to_string(sys.join("class/block").join(&name).join("dev"));
-            if let Some((maj, min)) = dev.ok().as_deref().and_then(|d| d.trim().split_once(':')) {
+            let dev = crate::read_small(&sys.join("class/block").join(&name).join("dev"));
+            if let Some((maj, min)) = dev.as_deref().and_then(|d| d.split_once(':')) {
                 if let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) {
                     ix.by_dev.insert((maj, min), name.clone());
                 }
@@ -60,7 +60,7 @@ impl Ext4Index {
 }
 
 fn read_u64(path: &std::path::Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    crate::read_small(path)?.parse().ok()
 }
 
 /// ext4 errors of the filesystem on block device `name`; `None` when the kernel has no such

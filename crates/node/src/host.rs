@@ -110,17 +110,13 @@ impl Host {
 
     /// The kernel release of the host (`/proc/sys/kernel/osrelease`).
     pub fn kernel_release(&self) -> Option<String> {
-        std::fs::read_to_string(self.file("/proc/sys/kernel/osrelease"))
-            .ok()
-            .map(|s| s.trim().to_string())
+        crate::read_small(&self.file("/proc/sys/kernel/osrelease"))
     }
 
     /// A kernel value of the host under `/proc/sys` (`kernel/random/boot_id`,
     /// `kernel/dmesg_restrict`), trimmed; `None` when it cannot be read.
     pub fn proc_sys(&self, key: &str) -> Option<String> {
-        std::fs::read_to_string(self.file("/proc/sys").join(key))
-            .ok()
-            .map(|s| s.trim().to_string())
+        crate::read_small(&self.file("/proc/sys").join(key))
     }
 
     /// The host's name, as the kubelet uses it for the node name by default.
@@ -132,15 +128,13 @@ impl Host {
     pub fn hostname(&self) -> Option<String> {
         if self.root.is_some() {
             let clean = |s: String| Some(s.trim().to_lowercase()).filter(|s| !s.is_empty());
-            return std::env::var("NODE_NAME").ok().and_then(clean).or_else(|| {
-                std::fs::read_to_string(self.mount_path("/etc/hostname"))
-                    .ok()
-                    .and_then(clean)
-            });
+            return std::env::var("NODE_NAME")
+                .ok()
+                .and_then(clean)
+                .or_else(|| crate::read_small(&self.mount_path("/etc/hostname")).and_then(clean));
         }
-        let from_file = std::fs::read_to_string(self.file("/proc/sys/kernel/hostname"))
-            .ok()
-            .map(|s| s.trim().to_lowercase())
+        let from_file = crate::read_small(&self.file("/proc/sys/kernel/hostname"))
+            .map(|s| s.to_lowercase())
             .filter(|s| !s.is_empty());
         from_file.or_else(|| {
             nix::unistd::gethostname()

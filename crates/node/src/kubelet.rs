@@ -406,14 +406,24 @@ pub fn vol_data_path(mount_point: &Path) -> Option<PathBuf> {
     }
 }
 
+/// The largest `vol_data.json` read (the kubelet writes a few hundred bytes).
+pub const VOL_DATA_MAX: u64 = 64 * 1024;
+
 /// Read the vol_data.json of a mount point through the host view. `Ok(None)` when absent.
 pub fn read_vol_data(host: &Host, mount_point: &Path) -> Result<Option<VolData>, String> {
     let Some(p) = vol_data_path(mount_point) else {
         return Ok(None);
     };
     let real = host.mount_path(&p);
-    match std::fs::read(&real) {
-        Ok(b) if b.len() > 64 * 1024 => {
+    // At most one byte past the cap is read: the file's size is not trusted (a file that never
+    // ends must not grow the check's memory).
+    let read = std::fs::File::open(&real).and_then(|f| {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, VOL_DATA_MAX + 1), &mut b)?;
+        Ok(b)
+    });
+    match read {
+        Ok(b) if b.len() as u64 > VOL_DATA_MAX => {
             Err(format!("{}: too large for a vol_data.json", p.display()))
         }
         Ok(b) => parse_vol_data(&String::from_utf8_lossy(&b))
@@ -598,6 +608,28 @@ mod tests {
                 "/k/plugins/kubernetes.io/csi/d/h/vol_data.json"
             ))
         );
+    }
+
+    #[test]
+    fn vol_data_that_never_ends_is_too_large_not_read_whole() {
+        let d = std::env::temp_dir().join(format!("node-vol-data-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let m = d.join("pods/u/volumes/kubernetes.io~csi/pvc-a/mount");
+        std::fs::create_dir_all(&m).unwrap();
+        // An endless source (the read must stop one byte past the cap).
+        std::os::unix::fs::symlink("/dev/zero", m.parent().unwrap().join("vol_data.json")).unwrap();
+        let e = read_vol_data(&Host::local(), &m).unwrap_err();
+        assert!(e.ends_with("too large for a vol_data.json"), "{e}");
+        // A real one beside it reads.
+        std::fs::remove_file(m.parent().unwrap().join("vol_data.json")).unwrap();
+        std::fs::write(
+            m.parent().unwrap().join("vol_data.json"),
+            r#"{"specVolID":"pvc-a","driverName":"d"}"#,
+        )
+        .unwrap();
+        let v = read_vol_data(&Host::local(), &m).unwrap().unwrap();
+        assert_eq!(v.spec_vol_id.as_deref(), Some("pvc-a"));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

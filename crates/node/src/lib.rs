@@ -20,6 +20,23 @@ pub use args::{
 pub use host::Host;
 pub use mountinfo::Mount;
 
+/// The largest small host file read whole: a sysfs or `/proc/sys` attribute is at most a page.
+const SMALL_MAX: u64 = 4096;
+
+/// A small text file of the host (a sysfs or `/proc/sys` attribute, `/etc/hostname`), trimmed:
+/// `None` when it cannot be read or is longer than a page (then it is not such a file; under
+/// `--sys`/`--host-root` it may be anything, `/dev/zero` included, and must not grow the memory).
+pub(crate) fn read_small(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).ok()?;
+    let mut b = Vec::new();
+    f.take(SMALL_MAX + 1).read_to_end(&mut b).ok()?;
+    if b.len() as u64 > SMALL_MAX {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&b).trim().to_string())
+}
+
 /// Bytes as text, invalid sequences replaced: `String::from_utf8_lossy`, but valid input (nearly
 /// all of it) is checked with the fast validator first; the lossy scan is several times slower
 /// and shows on a 50 000-line mount table.
@@ -27,5 +44,20 @@ pub(crate) fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(b) {
         Ok(s) => std::borrow::Cow::Borrowed(s),
         Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn small_host_files_are_read_at_most_a_page() {
+        // `--sys` or `--host-root` may name a tree whose attribute is /dev/zero.
+        assert_eq!(super::read_small(std::path::Path::new("/dev/zero")), None);
+        let p = std::env::temp_dir().join(format!("node-small-{}", std::process::id()));
+        std::fs::write(&p, "8:32\n").unwrap();
+        assert_eq!(super::read_small(&p).as_deref(), Some("8:32"));
+        std::fs::write(&p, "x".repeat(4097)).unwrap();
+        assert_eq!(super::read_small(&p), None);
+        std::fs::remove_file(&p).unwrap();
     }
 }

@@ -323,9 +323,26 @@ pub fn open_with(
     as_caller(|| opts.open(path))
 }
 
-/// The whole content of a file a user named, read with the caller's privilege.
+/// The largest file [`read`] takes whole (a kubeconfig with embedded certificates is tens of KiB).
+pub const READ_WHOLE_MAX: u64 = 16 << 20;
+
+/// The whole content of a file a user named, read with the caller's privilege; at most
+/// [`READ_WHOLE_MAX`] bytes (one more is read to tell, so `/dev/zero` or a FIFO that never ends
+/// cannot grow the memory): past it, an `InvalidData` error naming the cap.
 pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    as_caller(|| std::fs::read(path))
+    let file = open(path)?;
+    let mut v = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(&file, READ_WHOLE_MAX + 1), &mut v)?;
+    if v.len() as u64 > READ_WHOLE_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB (the cap of a file read whole: a kubeconfig, token, certificate or key)",
+                READ_WHOLE_MAX >> 20
+            ),
+        ));
+    }
+    Ok(v)
 }
 
 /// The permitted capabilities of this process, as a mask (bit n: capability n).
@@ -369,6 +386,21 @@ pub fn keep_only(needed: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_read_whole_stops_past_its_cap() {
+        // `--kubeconfig /dev/zero` (or a tokenFile naming it) grew to gigabytes before -t.
+        let e = read(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(
+            crate::errtext(&e).starts_with("larger than 16 MiB (the cap of a file read whole"),
+            "{e}"
+        );
+        let p = std::env::temp_dir().join(format!("plugin-read-{}", std::process::id()));
+        std::fs::write(&p, b"token\n").unwrap();
+        assert_eq!(read(&p).unwrap(), b"token\n");
+        std::fs::remove_file(&p).unwrap();
+    }
 
     fn input(secure: bool, uid: u32, gid: u32, groups: &[u32], file: Option<u32>) -> GateInput {
         GateInput {
