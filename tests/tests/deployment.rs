@@ -348,6 +348,14 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
         !lower.contains("could not complete ssl") && !lower.contains("command not defined"),
         "{check}: NRPE did not run it: {line}"
     );
+    // The installed state directory is used, not refused (in sudo mode a root run refuses one
+    // the agent owns: the role gives those checks root's own).
+    let text = out.stdout.to_lowercase();
+    assert!(
+        !text.contains("state directory") && !text.contains("state file"),
+        "{check}: its state is not kept: {}",
+        out.stdout
+    );
     let api = format!("127.0.0.1:{api_port}");
     match check {
         // One healthy PV under a kubelet root only root can enter: OK thanks to the file
