@@ -27,7 +27,7 @@
 //!   where a pod would use hostPort 5666), seccomp and AppArmor.
 //!
 //! Cleanup: every namespace is held by a process; killing the container's and the host's pid 1
-//! ends all their processes and mounts (loop devices detach themselves: `-o loop` autoclear).
+//! ends all their processes and mounts (loop devices detach themselves: autoclear).
 
 use e2e::{bin_dir, need_root, need_tool, Cmd, KubeletTree, Output};
 use std::io::{BufRead, BufReader, Write};
@@ -242,14 +242,19 @@ fn host_pv(
     let (hs, hp) = (host_path(tree, &staging), host_path(tree, &publish));
     let img = work.join(format!("{pv}.img"));
     let o = if opts.is_empty() {
-        "loop".to_string()
+        String::new()
     } else {
-        format!("loop,{opts}")
+        format!("-o {opts}")
     };
+    // `losetup --find` and a plain mount, not `mount -o loop`: that one asks every loop device
+    // for its backing file and hangs behind one stuck on a stopped FUSE daemon (e2e::Ns::loop_fs).
+    // The device detaches itself when unmounted (`losetup -d` on a busy device sets autoclear).
     let out = host.sh(&format!(
         "truncate -s 64M '{img}'
          mkfs.ext4 -q -F '{img}' >/dev/null
-         mount -o {o} '{img}' '{hs}'
+         dev=$(losetup --find --show '{img}')
+         mount {o} \"$dev\" '{hs}' || {{ losetup -d \"$dev\"; exit 1; }}
+         losetup -d \"$dev\"
          mount --bind '{hs}' '{hp}'
          findmnt -n -o SOURCE --target '{hs}'",
         img = img.display(),
