@@ -415,18 +415,10 @@ pub fn read_vol_data(host: &Host, mount_point: &Path) -> Result<Option<VolData>,
         return Ok(None);
     };
     let real = host.mount_path(&p);
-    // At most one byte past the cap is read: the file's size is not trusted (a file that never
-    // ends must not grow the check's memory).
-    let read = std::fs::File::open(&real).and_then(|f| {
-        let mut b = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(f, VOL_DATA_MAX + 1), &mut b)?;
-        Ok(b)
-    });
-    match read {
-        Ok(b) if b.len() as u64 > VOL_DATA_MAX => {
-            Err(format!("{}: too large for a vol_data.json", p.display()))
-        }
-        Ok(b) => parse_vol_data(&String::from_utf8_lossy(&b))
+    // The file's size is not trusted: a file that never ends must not grow the check's memory.
+    match std::fs::File::open(&real).and_then(|f| plugin::mapped::read_capped(f, VOL_DATA_MAX)) {
+        Ok(None) => Err(format!("{}: too large for a vol_data.json", p.display())),
+        Ok(Some(b)) => parse_vol_data(&String::from_utf8_lossy(&b))
             .map(Some)
             .map_err(|e| format!("{}: {e}", p.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

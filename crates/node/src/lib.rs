@@ -27,13 +27,8 @@ const SMALL_MAX: u64 = 4096;
 /// `None` when it cannot be read or is longer than a page (then it is not such a file; under
 /// `--sys`/`--host-root` it may be anything, `/dev/zero` included, and must not grow the memory).
 pub(crate) fn read_small(path: &std::path::Path) -> Option<String> {
-    use std::io::Read;
     let f = std::fs::File::open(path).ok()?;
-    let mut b = Vec::new();
-    f.take(SMALL_MAX + 1).read_to_end(&mut b).ok()?;
-    if b.len() as u64 > SMALL_MAX {
-        return None;
-    }
+    let b = plugin::mapped::read_capped(f, SMALL_MAX).ok()??;
     Some(String::from_utf8_lossy(&b).trim().to_string())
 }
 

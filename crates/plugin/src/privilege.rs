@@ -330,19 +330,15 @@ pub const READ_WHOLE_MAX: u64 = 16 << 20;
 /// [`READ_WHOLE_MAX`] bytes (one more is read to tell, so `/dev/zero` or a FIFO that never ends
 /// cannot grow the memory): past it, an `InvalidData` error naming the cap.
 pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let file = open(path)?;
-    let mut v = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(&file, READ_WHOLE_MAX + 1), &mut v)?;
-    if v.len() as u64 > READ_WHOLE_MAX {
-        return Err(std::io::Error::new(
+    crate::mapped::read_capped(open(path)?, READ_WHOLE_MAX)?.ok_or_else(|| {
+        std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
                 "larger than {} MiB (the cap of a file read whole: a kubeconfig, token, certificate or key)",
                 READ_WHOLE_MAX >> 20
             ),
-        ));
-    }
-    Ok(v)
+        )
+    })
 }
 
 /// The permitted capabilities of this process, as a mask (bit n: capability n).

@@ -159,11 +159,11 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
     drop(child.stdin.take());
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
+    // One byte past the cap at most; then the pipe is closed (the check gets EPIPE). `None`:
+    // more than the cap.
     let reader = std::thread::spawn(move || {
-        // One byte past the cap at most; then the pipe is closed (the check gets EPIPE).
-        let mut buf = Vec::new();
-        let _ = (&mut stdout).take(OUTPUT_MAX + 1).read_to_end(&mut buf);
-        buf
+        // A read error keeps what the check's exit code and status series say (none: UNKNOWN).
+        plugin::mapped::read_capped(&mut stdout, OUTPUT_MAX).unwrap_or(Some(Vec::new()))
     });
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -193,9 +193,9 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
         );
     };
     // A killed check's stdout may still be held by nothing else: probes close theirs first.
-    let out = reader.join().unwrap_or_default();
+    let out = reader.join().unwrap_or(Some(Vec::new()));
     let err = err_reader.join().unwrap_or_default();
-    if out.len() as u64 > OUTPUT_MAX {
+    let Some(out) = out else {
         return unknown_metrics(
             &job.name,
             &format!(
@@ -203,7 +203,7 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
                 OUTPUT_MAX >> 20
             ),
         );
-    }
+    };
     let text = String::from_utf8_lossy(&out).into_owned();
     match status.code() {
         Some(0..=3) if text.contains(&format!("{}{{", plugin::render::STATUS_METRIC)) => text,

@@ -115,17 +115,11 @@ impl Zone {
 
     /// Read a TZif file.
     pub fn read(path: &Path) -> Result<Zone, String> {
-        // One byte past the cap at most: the path may name anything (`/dev/zero`).
+        // The path may name anything (`/dev/zero`): read at most one byte past the cap.
         let b = std::fs::File::open(path)
-            .and_then(|f| {
-                let mut b = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::Read::take(f, (1 << 20) + 1), &mut b)?;
-                Ok(b)
-            })
-            .map_err(|e| format!("cannot read {}: {}", path.display(), plugin::errtext(&e)))?;
-        if b.len() > 1 << 20 {
-            return Err(format!("{}: not a TZif file (too big)", path.display()));
-        }
+            .and_then(|f| plugin::mapped::read_capped(f, 1 << 20))
+            .map_err(|e| format!("cannot read {}: {}", path.display(), plugin::errtext(&e)))?
+            .ok_or_else(|| format!("{}: not a TZif file (too big)", path.display()))?;
         Zone::parse(&b).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
