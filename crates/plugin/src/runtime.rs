@@ -256,12 +256,17 @@ fn requested_format(args: &[std::ffi::OsString]) -> Format {
 
 /// A report rendered outside a run (usage error, panic, lost worker): no debug, no duration.
 fn render_plain<C: Check>(report: &Report, format: Format) -> String {
+    render_plain_as(C::NAME, C::BINARY, report, format)
+}
+
+/// [`render_plain`] by name, for the panic hook (which knows no `Check` type).
+fn render_plain_as(name: &str, binary: &str, report: &Report, format: Format) -> String {
     render(
         report,
         format,
         &RenderOptions {
-            name: C::NAME,
-            binary: C::BINARY,
+            name,
+            binary,
             verbosity: 0,
             max_output: 4096,
             duration_secs: 0.0,

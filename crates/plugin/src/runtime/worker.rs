@@ -235,20 +235,7 @@ pub(super) fn install_panic_hook(name: &'static str, binary: &'static str) {
         let reason = format!("internal error: {}{}", crate::sanitize(&msg), place);
         let line = match current_format() {
             Format::Nagios => format!("{name} UNKNOWN - {reason}\n"),
-            f => render(
-                &Report::unknown(reason),
-                f,
-                &RenderOptions {
-                    name,
-                    binary,
-                    verbosity: 0,
-                    max_output: 4096,
-                    duration_secs: 0.0,
-                    debug: &[],
-                    max_findings_series: 0,
-                    timeout_secs: 0.0,
-                },
-            ),
+            f => render_plain_as(name, binary, &Report::unknown(reason), f),
         };
         let fd = WORKER_FD.load(Ordering::SeqCst);
         if fd >= 0 {
