@@ -439,6 +439,15 @@ impl KubeletTree {
         dir.join("mount")
     }
 
+    /// The pre-1.24 staging layout, which names the PV in the path itself:
+    /// `plugins/kubernetes.io/csi/pv/<pv>/globalmount` (a path only: the test mounts there).
+    pub fn legacy_staging_mount(&self, pv: &str) -> PathBuf {
+        self.root
+            .join("plugins/kubernetes.io/csi/pv")
+            .join(pv)
+            .join("globalmount")
+    }
+
     /// `plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount` with vol_data.json.
     pub fn staging_mount(&self, driver: &str, handle: &str, sha256_hex: &str) -> PathBuf {
         let dir = self

@@ -923,6 +923,9 @@ fn dev_zero_inputs_stay_within_64_mib() {
     if !e2e::need_tool("dev_zero_inputs_stay_within_64_mib", "/usr/bin/time") {
         return;
     }
+    // The time of each run is measured: build the binaries first, so that waiting for a build
+    // another test started is not charged to the first check.
+    let _ = e2e::bin_dir();
     const LIMIT_KIB: i64 = 64 * 1024;
     let mut failed = Vec::new();
     for &(bin_name, name, files, _) in NODE_CHECKS {

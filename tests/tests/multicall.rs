@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PROGRAM: &str = "k8s-storage-checks";
 const CAP_DAC_READ_SEARCH: u64 = 1 << 2;
@@ -174,19 +174,18 @@ fn caps_while_running(program: &Path, args: &[&str], fifo: &Path) -> ((u64, u64)
     assert_eq!(workers.len(), 1, "the check's worker: {workers:?}");
     let worker = caps_of(workers[0]);
     drop(writer);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let code = status.code().unwrap_or(-1);
-            assert!((0..=3).contains(&code), "exit {code}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the check did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
-    assert!(!out.is_empty(), "no answer");
+    // Its end, waited for on a thread (the check's -t ends it; 30 s is the test's bound).
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the check did not end")
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    assert!((0..=3).contains(&code), "exit {code}");
+    assert!(!out.stdout.is_empty(), "no answer");
     (parent, worker)
 }
 

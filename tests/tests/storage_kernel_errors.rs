@@ -17,12 +17,7 @@ fn real_ext4_error_is_reported_and_mapped_to_the_pv_mount() {
     let ns = Ns::new();
     let kt = KubeletTree::new(tmp.path());
     let pv = format!("pvc-kerr{}", std::process::id());
-    // The pre-1.24 staging layout names the PV in the path itself.
-    let mp = kt
-        .root
-        .join("plugins/kubernetes.io/csi/pv")
-        .join(&pv)
-        .join("globalmount");
+    let mp = kt.legacy_staging_mount(&pv);
     let dev = ns.loop_fs(
         &tmp.path().join("pv.img"),
         16,

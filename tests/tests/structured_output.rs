@@ -459,11 +459,7 @@ fn storage_kernel_errors_findings_name_device_pv_and_mount() {
     let ns = Ns::new();
     let kt = KubeletTree::new(tmp.path());
     let pv = format!("pvc-sout{}", std::process::id());
-    let mp = kt
-        .root
-        .join("plugins/kubernetes.io/csi/pv")
-        .join(&pv)
-        .join("globalmount");
+    let mp = kt.legacy_staging_mount(&pv);
     let dev = ns.loop_fs(
         &tmp.path().join("pv.img"),
         16,
