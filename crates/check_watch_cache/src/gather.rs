@@ -293,7 +293,9 @@ impl Opts {
         let nonce = nonce();
         ctx.stage(format!(
             "writing the canary {}/{} via {}",
-            self.namespace, self.name, servers[0]
+            self.namespace,
+            self.name,
+            writer.server()
         ));
         let created = self.write(&writer, &nonce);
         for l in writer.requests() {
@@ -311,7 +313,7 @@ impl Opts {
         ctx.stage(format!(
             "waiting for the watch cache of {} to reflect the canary write (RV=0 reads)",
             if servers.len() == 1 {
-                servers[0].clone()
+                clients[0].server().to_string()
             } else {
                 format!("{} API servers", servers.len())
             }
@@ -342,10 +344,12 @@ impl Opts {
                     .unwrap_or_default()
             ));
         }
+        // Shown, labelled and reported by their redacted form (no userinfo or query string).
+        let servers: Vec<String> = clients.iter().map(|c| c.server().to_string()).collect();
         let labels = labels(&servers);
         Ok(Data {
             canary: format!("{}/{}", self.namespace, self.name),
-            written_via: servers[0].clone(),
+            written_via: writer.server().to_string(),
             created,
             nonce,
             servers: servers

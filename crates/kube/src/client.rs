@@ -88,10 +88,39 @@ impl From<ApiError> for Unknown {
     }
 }
 
+/// A server URL as it may be printed: userinfo (`user:password@`) becomes `…@` and a query
+/// string (which may carry a token) becomes `?…`. Every message, `-vv` line and perfdata label
+/// naming a server goes through this; the request itself uses the URL as configured.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let (authority, tail) = match rest.find(['/', '?', '#']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("…@{host}"),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once(['?', '#']) {
+        Some((path, _)) => format!("{path}?…"),
+        None => tail.to_string(),
+    };
+    match scheme {
+        Some(s) => format!("{s}://{authority}{tail}"),
+        None => format!("{authority}{tail}"),
+    }
+}
+
 /// A blocking API client bound to a deadline.
 pub struct Client {
     agent: ureq::Agent,
-    server: String,
+    /// The server URL as configured; requests go to it. Never printed.
+    url: String,
+    /// The server as every message shows it: [`redact_url`] of `url` (no userinfo, no query).
+    shown: String,
     host: String,
     auth_header: Option<String>,
     deadline: Instant,
@@ -121,19 +150,23 @@ fn request_budget(deadline: Instant) -> Duration {
 impl Client {
     /// Build a client for `cfg`; requests must finish by `deadline`.
     pub fn new(cfg: &Config, deadline: Instant) -> Result<Client, Unknown> {
-        let host = cfg
-            .server
+        let shown = redact_url(&cfg.server);
+        let host = shown
             .split_once("://")
             .map(|(_, r)| r)
-            .unwrap_or(&cfg.server)
-            .split('/')
+            .unwrap_or(&shown)
+            .split(['/', '?'])
             .next()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let host = host
+            .rsplit_once('@')
+            .map(|(_, h)| h)
+            .unwrap_or(host)
             .to_string();
         if !cfg.server.starts_with("https://") && !cfg.server.starts_with("http://") {
             return Err(Unknown(format!(
                 "server '{}' from {} is not an http(s) URL",
-                cfg.server, cfg.source
+                shown, cfg.source
             )));
         }
         let plain = cfg.server.starts_with("http://");
@@ -142,7 +175,7 @@ impl Client {
                 "server '{}' from {} is plain http: refused (requests and answers would travel \
                  unencrypted and unauthenticated); use https, or give --allow-insecure-http to \
                  allow it (no credential is ever sent over plain http)",
-                cfg.server, cfg.source
+                shown, cfg.source
             )));
         }
         let mut tls = TlsConfig::builder()
@@ -167,7 +200,7 @@ impl Client {
             return Err(Unknown(format!(
                 "no certificate-authority for {} in {}: add certificate-authority(-data) \
                  (or insecure-skip-tls-verify: true, not recommended)",
-                cfg.server, cfg.source
+                shown, cfg.source
             )));
         }
         let mut auth_header = None;
@@ -233,7 +266,7 @@ impl Client {
             .into();
         let description = format!(
             "server {} from {}{}, CA {}, auth {}{}",
-            cfg.server,
+            shown,
             cfg.source,
             cfg.context
                 .as_ref()
@@ -253,7 +286,8 @@ impl Client {
         );
         Ok(Client {
             agent,
-            server: cfg.server.clone(),
+            url: cfg.server.clone(),
+            shown,
             host,
             auth_header,
             deadline,
@@ -265,8 +299,9 @@ impl Client {
         })
     }
 
+    /// The server as messages show it (credentials in the URL redacted, see [`redact_url`]).
     pub fn server(&self) -> &str {
-        &self.server
+        &self.shown
     }
 
     /// The requests made so far, one line each (`GET path?query -> 200, page 1: 500 items`), for
@@ -302,7 +337,7 @@ impl Client {
                 plugin::fmt_duration(self.budget)
             ))));
         }
-        let url = format!("{}{}", self.server, path);
+        let url = format!("{}{}", self.url, path);
         // Query, headers and the time budget, the same for both kinds of builder.
         macro_rules! prepare {
             ($b:expr) => {{
@@ -607,6 +642,40 @@ mod tests {
             c.description.contains("auth none (plain http)"),
             "{}",
             c.description
+        );
+    }
+
+    #[test]
+    fn a_password_in_the_server_url_is_never_shown() {
+        assert_eq!(
+            redact_url("https://USER:PASS@127.0.0.1:1"),
+            "https://…@127.0.0.1:1"
+        );
+        assert_eq!(
+            redact_url("https://k8s:6443/prefix?token=SECRET#x"),
+            "https://k8s:6443/prefix?…"
+        );
+        assert_eq!(redact_url("https://k8s:6443"), "https://k8s:6443");
+        assert_eq!(redact_url("https://a@b@k8s:6443/p"), "https://…@k8s:6443/p");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Refused at once (plain http) and refused at the socket (nothing listens on port 1):
+        // neither message, nor -vv's description, carries the password.
+        let mut cfg = http_config(false);
+        cfg.server = "http://USER:PASS@127.0.0.1:1/?token=QSECRET".into();
+        let e = Client::new(&cfg, deadline).err().unwrap();
+        assert!(!e.0.contains("PASS") && !e.0.contains("QSECRET"), "{e}");
+        assert!(e.0.contains("http://…@127.0.0.1:1"), "{e}");
+        cfg.allow_http = true;
+        cfg.server = "http://USER:PASS@127.0.0.1:1".into();
+        let c = Client::new(&cfg, deadline).unwrap();
+        assert!(!c.description.contains("PASS"), "{}", c.description);
+        assert_eq!(c.server(), "http://…@127.0.0.1:1");
+        assert_eq!(c.host, "127.0.0.1:1");
+        let text = c.list_pvs(|_| ()).err().unwrap().0;
+        assert!(!text.contains("PASS") && !text.contains("USER"), "{text}");
+        assert!(
+            text.contains("cannot connect to API server http://…@127.0.0.1:1"),
+            "{text}"
         );
     }
 

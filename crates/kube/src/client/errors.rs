@@ -7,7 +7,7 @@ impl Client {
     pub(super) fn over_cap(&self, shown: &str, cap: u64, what: &str) -> Unknown {
         Unknown(format!(
             "API server {} answered {shown} with more than {} ({what}: the cap; a server that ignores `limit` paging?): not read further",
-            self.server,
+            self.shown,
             plugin::fmt_bytes(cap)
         ))
     }
@@ -29,13 +29,13 @@ impl Client {
         };
         Unknown(format!(
             "bad answer from API server {} to {shown}: {what}: {e}",
-            self.server
+            self.shown
         ))
     }
 
     pub(super) fn transport_error(&self, e: ureq::Error, shown: &str, left: Duration) -> Unknown {
         use ureq::Error as E;
-        let server = &self.server;
+        let server = &self.shown;
         match e {
             E::Timeout(_) => Unknown(format!(
                 "API request {shown} to {server} timed out after {} (what was left of the check's -t)",
@@ -151,7 +151,7 @@ impl Client {
         };
         let head = format!(
             "API server {} answered {shown} with HTTP {status}",
-            self.server
+            self.shown
         );
         let hint = match status {
             401 => format!(
