@@ -252,6 +252,26 @@ pub fn write_atomic(dir: &Path, name: &str, content: &str) -> std::io::Result<()
     std::fs::rename(&tmp, &dst)
 }
 
+/// [`write_atomic`], and when it fails, remove the previous `<name>.prom`: left in place it
+/// would be exported on every scrape as if fresh (node_exporter's file mtime metric is all that
+/// would tell). Without the file the series go stale and the missing-status alert fires. The
+/// error names the file and says what became of the old one.
+pub fn publish(dir: &Path, name: &str, content: &str) -> Result<(), String> {
+    let Err(e) = write_atomic(dir, name, content) else {
+        return Ok(());
+    };
+    let old = dir.join(format!("{name}.prom"));
+    // unlink never follows a link.
+    let then = match std::fs::remove_file(&old) {
+        Ok(()) => "removed the previous one so its metrics do not look fresh".to_string(),
+        Err(r) if r.kind() == std::io::ErrorKind::NotFound => "no previous one".to_string(),
+        Err(r) => {
+            format!("the previous one could not be removed either ({r}): its metrics are stale")
+        }
+    };
+    Err(format!("writing {}: {e}; {then}", old.display()))
+}
+
 /// The most a check's metrics may take (10 000 volumes' series are a few MiB).
 const OUTPUT_MAX: u64 = 64 << 20;
 
@@ -322,22 +342,20 @@ pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     );
     loop {
         let start = Instant::now();
+        let mut failed = false;
         for job in &jobs {
             if STOP.load(Ordering::SeqCst) {
                 return 0;
             }
             let text = run_job(job, o.kill_after);
-            if let Err(e) = write_atomic(&o.dir, &job.name, &text) {
-                eprintln!(
-                    "k8s-storage-checks-textfile: writing {}/{}.prom: {e}",
-                    o.dir.display(),
-                    job.name
-                );
+            if let Err(e) = publish(&o.dir, &job.name, &text) {
+                eprintln!("k8s-storage-checks-textfile: {e}");
+                failed = true;
             }
         }
         reap_orphans();
         if o.once {
-            return 0;
+            return i32::from(failed);
         }
         let next = start + o.interval;
         while Instant::now() < next {
@@ -449,6 +467,29 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["check_a.prom"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_stale_prom_behind() {
+        let d = std::env::temp_dir().join(format!("ksc-textfile-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        publish(&d, "check_a", "old\n").unwrap();
+        // The temporary name cannot be taken (a non-empty directory sits there: unlink fails,
+        // and O_EXCL would too).
+        std::fs::create_dir_all(d.join(".check_a.prom.tmp/x")).unwrap();
+        let e = publish(&d, "check_a", "new\n").unwrap_err();
+        assert!(
+            e.contains("check_a.prom") && e.contains("removed the previous one"),
+            "{e}"
+        );
+        assert!(
+            !d.join("check_a.prom").exists(),
+            "stale metrics left in place"
+        );
+        let e = publish(&d, "check_a", "new\n").unwrap_err();
+        assert!(e.contains("no previous one"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
