@@ -152,6 +152,11 @@ impl<'a> Iterator for Fields<'a> {
 }
 
 pub(crate) fn tokenize(line: &str) -> Result<Raw<'_>, &'static str> {
+    // No path holds a NUL byte, so the kernel never writes one, raw or escaped: such a line is
+    // garbled, not a mount to stat (which failed with "UnknownErrno" and read as CRITICAL).
+    if line.contains('\0') || line.contains("\\000") {
+        return Err("NUL byte in the line (the kernel never writes one)");
+    }
     let mut f = Fields { s: line, pos: 0 };
     let mut next = |what: &'static str| f.next().filter(|s| !s.is_empty()).ok_or(what);
     let id = next("missing mount id")?
@@ -448,6 +453,21 @@ mod tests {
             "1 1 0:5 / /x rw - tmpfs src opts extra",
         ] {
             assert!(parse(bad, "t").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_nul_byte_is_a_garbled_line() {
+        for bad in [
+            "20 1 0:5 / /var/lib/kubelet/pods/x\0y rw - ext4 /dev/sda1 rw\n",
+            "20 1 0:5 / /var/lib/kubelet/pods/x\\000y rw - ext4 /dev/sda1 rw\n",
+        ] {
+            let e = parse(&format!("{SAMPLE}{bad}"), "t").unwrap_err();
+            assert_eq!(
+                e.reason,
+                "NUL byte in the line (the kernel never writes one)"
+            );
+            assert_eq!(e.line, 5, "{e}");
         }
     }
 
