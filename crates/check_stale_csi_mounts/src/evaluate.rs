@@ -406,12 +406,31 @@ fn summary(data: &Data, n: usize, tally: &mut Tally) -> String {
             .filter(|(k, _)| *k != "not probed")
             .map(|(k, n)| format!("{n} {k}"))
             .collect();
-        format!(
+        let mut s = format!(
             "{} of {} stale: {}",
             tally.stale,
             plural(n, "CSI mount", "CSI mounts"),
             parts.join(", ")
-        )
+        );
+        // A mount is counted above by its most urgent problem only; perfdata counts every hung
+        // and every orphaned mount. Say so where the two differ, so the line and the graph agree.
+        let in_class = |k: &str| {
+            tally
+                .by_class
+                .iter()
+                .filter(|(c, _)| *c == k)
+                .map(|(_, n)| n)
+                .sum::<usize>()
+        };
+        let orphaned_shown = in_class("orphaned pod mount");
+        if tally.orphaned > orphaned_shown {
+            s.push_str(&format!(
+                " ({} orphaned in all, {} of them counted above by a more urgent problem)",
+                tally.orphaned,
+                tally.orphaned - orphaned_shown
+            ));
+        }
+        s
     } else if n == 0 {
         format!(
             "no CSI mounts under {}",

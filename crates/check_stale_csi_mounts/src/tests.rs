@@ -604,6 +604,35 @@ fn va_skip_is_noted_when_pvs_have_no_attachments() {
 }
 
 #[test]
+fn the_summary_counts_orphaned_mounts_as_the_perfdata_does() {
+    // A hung pod mount of a pod not on this node is hung *and* orphaned: the summary names it
+    // by the more urgent class, and must still say how many are orphaned (perfdata: 2).
+    let hung_orphan = pod_mount(
+        "u-x",
+        "pvc-b",
+        (0, 71),
+        Some(Outcome::Hung {
+            after: Duration::from_secs(3),
+        }),
+    );
+    let orphan = pod_mount("u-y", "pvc-c", (0, 72), ok());
+    let view = full_view(
+        vec![pod("u-1", NODE)],
+        vec![pv("pvc-b"), pv("pvc-c")],
+        vec![va("pvc-b", NODE), va("pvc-c", NODE)],
+    );
+    let r = evaluate(&data(vec![hung_orphan, orphan], view), &policy(&[]));
+    assert_eq!(perf(&r, "orphaned_mounts"), 2.0);
+    assert!(
+        r.summary.contains("1 orphaned pod mount")
+            && r.summary
+                .contains("(2 orphaned in all, 1 of them counted above by a more urgent problem)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
 fn the_incident_deleted_pv_pinned_by_a_gone_pod() {
     // worker-04: the PV is deleted, the pod is gone, its mount still pins the staging mount.
     let mut gone = pod_mount("u-gone", "pvc-81b676e6", (8, 64), ok());
