@@ -16,6 +16,7 @@
 //! The tests themselves are one binary, `tests/main.rs`, one module per check and per concern.
 
 pub mod apiserver;
+pub mod control_plane;
 
 pub mod logs;
 pub mod serial;

@@ -19,6 +19,9 @@ mod stuck_scheduled;
 mod stuck_terminating;
 mod watch_cache;
 
+// The API checks against a real kube-apiserver (tests/control-plane).
+mod real_apiserver;
+
 // The suite as a whole: protocol, options, output formats, every fault, privilege.
 mod fault_matrix;
 mod plugin_protocol;
