@@ -182,7 +182,23 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
         }
     }
     let got = sample(prom, FINDING);
-    let mut got_labels: Vec<_> = got.iter().map(|(l, _)| l.clone()).collect();
+    // A volume's names (namespace, pvc, pod) are in the info series, with the finding's labels.
+    let info = sample(prom, "k8s_storage_check_finding_info");
+    let mut got_labels: Vec<_> = got
+        .iter()
+        .map(|(l, _)| {
+            let mut all = l.clone();
+            for (i, _) in &info {
+                if i.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "namespace" | "pvc" | "pod"))
+                    .eq(l.iter())
+                {
+                    all.extend(i.clone());
+                }
+            }
+            all
+        })
+        .collect();
     got_labels.sort();
     want.sort();
     assert_eq!(got_labels, want, "{prom}");

@@ -39,6 +39,9 @@ pub struct Data {
     pub overwritten: u64,
     pub complete: bool,
     pub notes: Vec<String>,
+    /// This host's name: the `node` of a device finding when no pod lookup named it (a label
+    /// that comes and goes with the lookup would reset the finding's alert, issue 33).
+    pub node_name: Option<String>,
 }
 
 /// What a device's finding is about: the block device (or the one disk behind a SCSI address
@@ -54,6 +57,9 @@ fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::S
         [pv] => names.subject(pv, uids.iter().map(String::as_str)),
         _ => plugin::Subject::new(),
     };
+    if s.node.is_none() {
+        s = s.maybe(plugin::Subject::node, data.node_name.as_deref());
+    }
     s = match dev {
         Device::Block(b) => s.device(b.as_str()),
         Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {
