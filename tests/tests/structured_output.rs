@@ -216,6 +216,14 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
     assert_eq!(omitted[0].1, 0.0, "{prom}");
 }
 
+/// This host's name as the node checks read it (lower-case /proc/sys/kernel/hostname).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_lowercase()
+}
+
 fn subject(f: &Value) -> Value {
     f["subject"].clone()
 }
@@ -331,7 +339,9 @@ fn ro_pvc_mounts_findings_name_claim_pod_pv_device_and_mount() {
     assert_eq!(f["status"], "CRITICAL");
     assert_eq!(
         subject(f),
-        json!({"node": "k8s02", "namespace": "media", "pod": "radarr-0",
+        // The node is the one the check runs on (its host name), never the pod lookup's: a
+        // label from a lookup that can fail would reset the finding's alert (issue 33).
+        json!({"node": host_name(), "namespace": "media", "pod": "radarr-0",
                "pvc": "radarr-config", "pv": RO_PV, "device": name,
                "mount": staging.to_str().unwrap()})
     );
@@ -622,7 +632,7 @@ fn iscsi_sessions_findings_name_session_iqn_device_and_claim() {
     assert_eq!(f["status"], "CRITICAL");
     assert_eq!(
         subject(f),
-        json!({"node": "k8s02", "namespace": "media", "pod": "radarr-0",
+        json!({"namespace": "media", "pod": "radarr-0",
                "pvc": "radarr-config", "pv": pv, "device": "sdc",
                "iqn": iqn, "session": "session2"})
     );

@@ -403,12 +403,9 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
         .perf(Perfdata::new("error_volumes", tally.errs.len() as f64).min(0.0))
 }
 
-/// The node of a finding: the pod's node when the lookup named it, else this host's name; never
-/// missing only because a lookup failed (a label that comes and goes with the lookup would reset
-/// the finding's alert, issue 33).
+/// The node of a finding: this host's name ($NODE_NAME in container mode), whatever the pod lookup
+/// found: a label that came and went (or changed spelling) with the lookup would reset the
+/// finding's alert (issue 33).
 fn with_node(s: plugin::Subject, host: Option<&str>) -> plugin::Subject {
-    if s.node.is_some() {
-        return s;
-    }
     s.maybe(plugin::Subject::node, host)
 }

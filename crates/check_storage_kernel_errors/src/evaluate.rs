@@ -39,8 +39,9 @@ pub struct Data {
     pub overwritten: u64,
     pub complete: bool,
     pub notes: Vec<String>,
-    /// This host's name: the `node` of a device finding when no pod lookup named it (a label
-    /// that comes and goes with the lookup would reset the finding's alert, issue 33).
+    /// This host's name ($NODE_NAME in container mode): the `node` of every device finding, never
+    /// from a pod lookup that can fail (a label that came and went with the lookup would reset
+    /// the finding's alert, issue 33).
     pub node_name: Option<String>,
 }
 
@@ -56,10 +57,8 @@ fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::S
     let mut s = match pvs.as_slice() {
         [pv] => names.subject(pv, uids.iter().map(String::as_str)),
         _ => plugin::Subject::new(),
-    };
-    if s.node.is_none() {
-        s = s.maybe(plugin::Subject::node, data.node_name.as_deref());
     }
+    .maybe(plugin::Subject::node, data.node_name.as_deref());
     s = match dev {
         Device::Block(b) => s.device(b.as_str()),
         Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {
