@@ -333,3 +333,197 @@ fn every_alert_links_its_runbook_and_the_runbook_exists() {
     );
     assert!(!out.stdout.contains(&base));
 }
+
+/// The Grafana dashboard (deploy/grafana/k8s-storage-checks.json) as (panel title, expression)
+/// of every query, `$instance` as its "All" value.
+pub fn dashboard_queries() -> Vec<(String, String)> {
+    let p = workspace_root().join("deploy/grafana/k8s-storage-checks.json");
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let mut v = Vec::new();
+    for panel in d["panels"].as_array().expect("panels") {
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            v.push((
+                panel["title"].as_str().unwrap_or("").to_string(),
+                t["expr"]
+                    .as_str()
+                    .expect("a PromQL expr")
+                    .replace("$instance", ".+"),
+            ));
+        }
+    }
+    v
+}
+
+/// The metric names a PromQL expression reads (identifiers followed by `{`, `[`, `)` or the end,
+/// that are not functions, keywords or label names).
+pub fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = expr.as_bytes();
+    let mut i = 0;
+    let mut in_braces = false;
+    let mut in_quotes = false;
+    while i < b.len() {
+        let c = b[i] as char;
+        if in_quotes {
+            if c == '\\' {
+                i += 1;
+            } else if c == '"' {
+                in_quotes = false;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => in_quotes = true,
+            '{' => in_braces = true,
+            '}' => in_braces = false,
+            _ => {}
+        }
+        if !in_braces && (c.is_ascii_alphabetic() || c == '_') {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            let word = &expr[start..i];
+            let next = expr[i..].trim_start().chars().next();
+            // A function call or a grouping clause's label list follows with '('.
+            if next != Some('(')
+                && (word.starts_with("k8s_storage_check_") || word.starts_with("node_"))
+            {
+                out.insert(word.to_string());
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Issue 33: a Grafana dashboard with one row per check and per-volume tables, whose every query
+/// parses (promtool) and reads only series the suite exports: the metric names of a real check's
+/// real `--format prometheus` answer (findings with names, so the info series too) and the
+/// textfile collector's own `node_textfile_mtime_seconds`. The engine test evaluates every query
+/// against a real Prometheus scraping the real checks.
+#[test]
+fn grafana_dashboard_has_a_row_per_check_and_reads_only_exported_series() {
+    let p = workspace_root().join("deploy/grafana/k8s-storage-checks.json");
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let panels = d["panels"].as_array().unwrap();
+    let rows: Vec<&str> = panels
+        .iter()
+        .filter(|p| p["type"] == "row")
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["Overview".to_string()];
+    want.extend(e2e::all_checks());
+    assert_eq!(rows, want, "one row per check, after the overview");
+    // Every check's row has a per-volume table reading the finding series of that check.
+    for c in e2e::all_checks() {
+        let i = panels
+            .iter()
+            .position(|p| p["title"] == c.as_str())
+            .unwrap();
+        let table = panels[i + 1..]
+            .iter()
+            .take_while(|p| p["type"] != "row")
+            .find(|p| p["type"] == "table")
+            .unwrap_or_else(|| panic!("no table in {c}'s row"));
+        let expr = table["targets"][0]["expr"].as_str().unwrap();
+        assert!(
+            expr.contains("k8s_storage_check_finding{")
+                && expr.contains("k8s_storage_check_finding_info{")
+                && expr.contains(&format!("check=\"{c}\"")),
+            "{c}: {expr}"
+        );
+    }
+
+    // The series a real check exports.
+    const PV: &str = "pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b";
+    let tmp = tempfile::tempdir().unwrap();
+    let pods = tmp.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        kubectl_list(vec![
+            jiva_replica(PV, 0, "k8s01", 86400, Rep::Healthy),
+            jiva_replica(
+                PV,
+                1,
+                "k8s03",
+                86400,
+                Rep::CrashLoop {
+                    restarts: 92,
+                    unready_secs: 3 * 86400,
+                },
+            ),
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = Cmd::check("check_jiva_rep_crashloop")
+        .without_host_credentials()
+        .arg("--pods-json")
+        .arg(&pods)
+        .args(["--format", "prometheus"])
+        .run();
+    assert_eq!(out.code, 2, "{out:?}");
+    let mut exported: BTreeSet<String> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| parse_sample(l).0)
+        .collect();
+    assert!(
+        exported.contains("k8s_storage_check_finding_info"),
+        "{exported:?}"
+    );
+    // node_exporter's textfile collector, for each file it reads.
+    exported.insert("node_textfile_mtime_seconds".into());
+
+    let queries = dashboard_queries();
+    assert!(
+        queries.len() >= 5 * e2e::all_checks().len(),
+        "{}",
+        queries.len()
+    );
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, (title, expr)) in queries.iter().enumerate() {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{title}: reads no metric: {expr}");
+        for n in &names {
+            assert!(
+                exported.contains(n),
+                "{title}: {n} is not a series the suite exports ({exported:?}): {expr}"
+            );
+        }
+        rules.push_str(&format!(
+            "      - record: dashboard_query_{i}\n        expr: {}\n",
+            serde_json::to_string(expr).unwrap()
+        ));
+    }
+    if need_tool(
+        "grafana_dashboard_has_a_row_per_check_and_reads_only_exported_series",
+        "promtool",
+    ) {
+        std::fs::write(tmp.path().join("dashboard.rules.yml"), rules).unwrap();
+        let out = promtool(&["check", "rules", "dashboard.rules.yml"], tmp.path());
+        assert_eq!(out.code, 0, "a dashboard query does not parse: {out:?}");
+    }
+}
+
+#[test]
+fn metric_names_of_an_expression() {
+    let n = metric_names(
+        "sum by (state) (k8s_storage_check_findings{check=\"a{b\", x=~\"node_y\"}) or ignoring (pod) k8s_storage_check_finding",
+    );
+    assert_eq!(
+        n.into_iter().collect::<Vec<_>>(),
+        ["k8s_storage_check_finding", "k8s_storage_check_findings"]
+    );
+    assert_eq!(
+        metric_names("time() - node_textfile_mtime_seconds{file=~\"x\"}")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["node_textfile_mtime_seconds"]
+    );
+}
