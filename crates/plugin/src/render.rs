@@ -257,13 +257,16 @@ pub const FINDING_METRIC: &str = "k8s_storage_check_finding";
 /// kept off the finding series, a failed lookup changes no alert's labels (an alert keyed on
 /// `node`, `pv` and `signal` neither resolves nor restarts its `for:`).
 pub const FINDING_INFO_METRIC: &str = "k8s_storage_check_finding_info";
+/// Label names and values of a subject.
+pub type Labels<'a> = Vec<(&'static str, &'a str)>;
+
 /// The subject fields that are names rather than identity when the finding is about a volume.
 pub const NAME_LABELS: [&str; 3] = ["namespace", "pvc", "pod"];
 
 /// A subject's fields split into (identity, names): a finding about a volume (its `pv` known) is
 /// identified by the volume, its node and device; the claim and pod using it are names, looked up
 /// and possibly missing. A finding about a pod (no `pv`) is identified by its namespace and pod.
-pub fn split_names(s: &crate::Subject) -> (Vec<(&'static str, &str)>, Vec<(&'static str, &str)>) {
+pub fn split_names(s: &crate::Subject) -> (Labels<'_>, Labels<'_>) {
     let volume = s.pv.as_deref().is_some_and(|p| !p.is_empty());
     s.fields()
         .into_iter()
