@@ -350,10 +350,15 @@ fn ro_pvc_mounts_findings_name_claim_pod_pv_device_and_mount() {
     assert_series_match_json(&prom.stdout, &v, "check_ro_pvc_mounts");
     let s = sample(&prom.stdout, FINDING);
     assert_eq!(s.len(), 1, "{prom:?}");
-    assert_eq!(s[0].0["namespace"], "media");
-    assert_eq!(s[0].0["pvc"], "radarr-config");
+    // Keyed on identity; the claim's names are in the info series (issue 33).
+    assert_eq!(s[0].0["pv"], RO_PV);
+    assert!(!s[0].0.contains_key("namespace"), "{prom:?}");
     assert_eq!(s[0].0["signal"], signal);
     assert_eq!(s[0].1, 2.0);
+    let info = sample(&prom.stdout, "k8s_storage_check_finding_info");
+    assert_eq!(info.len(), 1, "{prom:?}");
+    assert_eq!(info[0].0["namespace"], "media");
+    assert_eq!(info[0].0["pvc"], "radarr-config");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -519,7 +524,7 @@ fn storage_kernel_errors_findings_name_device_pv_and_mount() {
     for f in &mine {
         assert_eq!(
             subject(f),
-            json!({"pv": pv, "device": name, "mount": mp.to_str().unwrap()}),
+            json!({"node": host_name(), "pv": pv, "device": name, "mount": mp.to_str().unwrap()}),
             "{f}"
         );
     }
