@@ -182,7 +182,23 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
         }
     }
     let got = sample(prom, FINDING);
-    let mut got_labels: Vec<_> = got.iter().map(|(l, _)| l.clone()).collect();
+    // A volume's names (namespace, pvc, pod) are in the info series, with the finding's labels.
+    let info = sample(prom, "k8s_storage_check_finding_info");
+    let mut got_labels: Vec<_> = got
+        .iter()
+        .map(|(l, _)| {
+            let mut all = l.clone();
+            for (i, _) in &info {
+                if i.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "namespace" | "pvc" | "pod"))
+                    .eq(l.iter())
+                {
+                    all.extend(i.clone());
+                }
+            }
+            all
+        })
+        .collect();
     got_labels.sort();
     want.sort();
     assert_eq!(got_labels, want, "{prom}");
@@ -198,6 +214,14 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
     let omitted = sample(prom, "k8s_storage_check_findings_omitted");
     assert_eq!(omitted.len(), 1);
     assert_eq!(omitted[0].1, 0.0, "{prom}");
+}
+
+/// This host's name as the node checks read it (lower-case /proc/sys/kernel/hostname).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_lowercase()
 }
 
 fn subject(f: &Value) -> Value {
@@ -315,7 +339,9 @@ fn ro_pvc_mounts_findings_name_claim_pod_pv_device_and_mount() {
     assert_eq!(f["status"], "CRITICAL");
     assert_eq!(
         subject(f),
-        json!({"node": "k8s02", "namespace": "media", "pod": "radarr-0",
+        // The node is the one the check runs on (its host name), never the pod lookup's: a
+        // label from a lookup that can fail would reset the finding's alert (issue 33).
+        json!({"node": host_name(), "namespace": "media", "pod": "radarr-0",
                "pvc": "radarr-config", "pv": RO_PV, "device": name,
                "mount": staging.to_str().unwrap()})
     );
@@ -324,10 +350,15 @@ fn ro_pvc_mounts_findings_name_claim_pod_pv_device_and_mount() {
     assert_series_match_json(&prom.stdout, &v, "check_ro_pvc_mounts");
     let s = sample(&prom.stdout, FINDING);
     assert_eq!(s.len(), 1, "{prom:?}");
-    assert_eq!(s[0].0["namespace"], "media");
-    assert_eq!(s[0].0["pvc"], "radarr-config");
+    // Keyed on identity; the claim's names are in the info series (issue 33).
+    assert_eq!(s[0].0["pv"], RO_PV);
+    assert!(!s[0].0.contains_key("namespace"), "{prom:?}");
     assert_eq!(s[0].0["signal"], signal);
     assert_eq!(s[0].1, 2.0);
+    let info = sample(&prom.stdout, "k8s_storage_check_finding_info");
+    assert_eq!(info.len(), 1, "{prom:?}");
+    assert_eq!(info[0].0["namespace"], "media");
+    assert_eq!(info[0].0["pvc"], "radarr-config");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -493,7 +524,7 @@ fn storage_kernel_errors_findings_name_device_pv_and_mount() {
     for f in &mine {
         assert_eq!(
             subject(f),
-            json!({"pv": pv, "device": name, "mount": mp.to_str().unwrap()}),
+            json!({"node": host_name(), "pv": pv, "device": name, "mount": mp.to_str().unwrap()}),
             "{f}"
         );
     }
@@ -606,7 +637,7 @@ fn iscsi_sessions_findings_name_session_iqn_device_and_claim() {
     assert_eq!(f["status"], "CRITICAL");
     assert_eq!(
         subject(f),
-        json!({"node": "k8s02", "namespace": "media", "pod": "radarr-0",
+        json!({"namespace": "media", "pod": "radarr-0",
                "pvc": "radarr-config", "pv": pv, "device": "sdc",
                "iqn": iqn, "session": "session2"})
     );

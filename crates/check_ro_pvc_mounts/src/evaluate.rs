@@ -266,7 +266,10 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
     };
     let mut f = Finding::new(status, text)
         .signal(signal_of(v, &verdict))
-        .subject(volume_subject(v, names));
+        .subject(with_node(
+            volume_subject(v, names),
+            data.node_name.as_deref(),
+        ));
     if !v.pod_uids.is_empty() {
         let mut d = String::from("pods: ");
         for (i, u) in v.pod_uids.iter().enumerate() {
@@ -398,4 +401,11 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                 .min(0.0),
         )
         .perf(Perfdata::new("error_volumes", tally.errs.len() as f64).min(0.0))
+}
+
+/// The node of a finding: this host's name ($NODE_NAME in container mode), whatever the pod lookup
+/// found: a label that came and went (or changed spelling) with the lookup would reset the
+/// finding's alert (issue 33).
+fn with_node(s: plugin::Subject, host: Option<&str>) -> plugin::Subject {
+    s.maybe(plugin::Subject::node, host)
 }

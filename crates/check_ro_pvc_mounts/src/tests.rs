@@ -518,9 +518,11 @@ fn every_verdict_has_its_signal_and_the_volume_its_subject() {
     let d = data(&table("rw,emergency_ro"), (6, 15, 0));
     let (s, subj) = sig(&d, "pvc-a634b9a3");
     assert_eq!(s, "emergency_ro");
+    // No pod lookup here: the node is this host's name (a label that must not come and go).
     assert_eq!(
         subj,
         plugin::Subject::new()
+            .node("k8s03")
             .pv("pvc-a634b9a3")
             .device("sdc")
             .mount(format!(

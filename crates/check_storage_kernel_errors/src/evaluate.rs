@@ -39,6 +39,10 @@ pub struct Data {
     pub overwritten: u64,
     pub complete: bool,
     pub notes: Vec<String>,
+    /// This host's name ($NODE_NAME in container mode): the `node` of every device finding, never
+    /// from a pod lookup that can fail (a label that came and went with the lookup would reset
+    /// the finding's alert, issue 33).
+    pub node_name: Option<String>,
 }
 
 /// What a device's finding is about: the block device (or the one disk behind a SCSI address
@@ -53,7 +57,8 @@ fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::S
     let mut s = match pvs.as_slice() {
         [pv] => names.subject(pv, uids.iter().map(String::as_str)),
         _ => plugin::Subject::new(),
-    };
+    }
+    .maybe(plugin::Subject::node, data.node_name.as_deref());
     s = match dev {
         Device::Block(b) => s.device(b.as_str()),
         Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {

@@ -261,6 +261,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     };
     let mut data = Data {
         complete: true,
+        node_name: host.hostname(),
         ..Default::default()
     };
     let boot_id = host.proc_sys("kernel/random/boot_id");

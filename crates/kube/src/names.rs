@@ -312,7 +312,8 @@ impl Names {
 
     /// The subject of a finding about volume `pv` (PV name or CSI handle; empty when unknown)
     /// used by the pods `uids`: the PV, its claim (namespace, pvc) when known, the pod when
-    /// exactly one resolves (else only its namespace), and that pod's node.
+    /// exactly one resolves (else only its namespace). Never `node`: that is identity, which a
+    /// lookup that may fail must not provide (the check sets the node it runs on).
     pub fn subject<'a>(
         &self,
         pv: &str,
@@ -330,9 +331,9 @@ impl Names {
                 s = s.namespace(p.namespace.as_str());
             }
             if s.namespace.as_deref() == Some(p.namespace.as_str()) {
-                s = s
-                    .pod(p.name.as_str())
-                    .maybe(plugin::Subject::node, p.node.as_deref());
+                // Not the pod's node: a finding's `node` is identity, so it comes from the
+                // check itself (the node it runs on), never from a lookup that can fail.
+                s = s.pod(p.name.as_str());
             }
         } else if s.namespace.is_none()
             && !pods.is_empty()
@@ -611,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn subject_names_pv_claim_pod_and_node() {
+    fn subject_names_pv_claim_and_pod_never_the_node() {
         let mut w = Wanted::default();
         w.add("pvc-a634b9a3", ["8e1f6a2c"]);
         w.add("h-746b", ["77aa", "99bb"]);
@@ -620,7 +621,6 @@ mod tests {
         assert_eq!(
             n.subject("pvc-a634b9a3", ["8e1f6a2c"]),
             plugin::Subject::new()
-                .node("k8s02")
                 .namespace("media")
                 .pod("radarr-0")
                 .pvc("radarr-config")

@@ -241,6 +241,8 @@ impl Level {
         d[0].effective = self.effective as u32 & d[0].permitted;
         d[1].effective = (self.effective >> 32) as u32 & d[1].permitted;
         let ok = capset(&d);
+        // A change of filesystem ids or capabilities clears this thread's parent-death signal.
+        crate::runtime::die_with_parent();
         Level::current() == *self && ok
     }
 }

@@ -252,6 +252,27 @@ pub fn prom_escape(s: &str) -> String {
 /// The per-finding series: one per non-OK finding, labelled with its check, state, signal and
 /// subject; its value is the state's exit code.
 pub const FINDING_METRIC: &str = "k8s_storage_check_finding";
+/// The names of a finding series' volume (namespace, pvc, pod), value 1: one per finding series
+/// that has them, with that series' labels. Names come from API lookups that may fail for a run;
+/// kept off the finding series, a failed lookup changes no alert's labels (an alert keyed on
+/// `node`, `pv` and `signal` neither resolves nor restarts its `for:`).
+pub const FINDING_INFO_METRIC: &str = "k8s_storage_check_finding_info";
+/// Label names and values of a subject.
+pub type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+/// The subject fields that are names rather than identity when the finding is about a volume.
+pub const NAME_LABELS: [&str; 3] = ["namespace", "pvc", "pod"];
+
+/// A subject's fields split into (identity, names): a finding about a volume (its `pv` known) is
+/// identified by the volume, its node and device; the claim and pod using it are names, looked up
+/// and possibly missing. A finding about a pod (no `pv`) is identified by its namespace and pod.
+pub fn split_names(s: &crate::Subject) -> (Labels<'_>, Labels<'_>) {
+    let volume = s.pv.as_deref().is_some_and(|p| !p.is_empty());
+    s.fields()
+        .into_iter()
+        .partition(|(k, _)| !(volume && NAME_LABELS.contains(k)))
+}
+
 /// How many non-OK findings were not exported as series because of the cap.
 pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 /// Non-OK findings per state, all of them (exported or not).
@@ -261,8 +282,9 @@ pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 pub const STATUS_METRIC: &str = "k8s_storage_check_status";
 
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
-const RESERVED_METRICS: [&str; 6] = [
+const RESERVED_METRICS: [&str; 7] = [
     STATUS_METRIC,
+    FINDING_INFO_METRIC,
     "k8s_storage_check_duration_seconds",
     "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
@@ -381,6 +403,7 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
     }
 
     let mut lines = Vec::new();
+    let mut info = Vec::new();
     let mut keys = std::collections::HashSet::new();
     let mut omitted = 0usize;
     for f in &bad {
@@ -391,7 +414,8 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         if !f.signal.is_empty() {
             let _ = write!(labels, ",signal=\"{}\"", prom_escape(f.signal));
         }
-        for (k, v) in f.subject.fields() {
+        let (identity, names) = split_names(&f.subject);
+        for (k, v) in identity {
             let _ = write!(labels, ",{k}=\"{}\"", prom_escape(v));
         }
         // Two findings with the same labels are one series (a duplicate would be rejected).
@@ -404,14 +428,32 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         }
         keys.insert(labels.clone());
         lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
+        if !names.is_empty() {
+            let mut l = labels;
+            for (k, v) in names {
+                let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
+            }
+            info.push(format!("{FINDING_INFO_METRIC}{{{l}}} 1"));
+        }
     }
     if !lines.is_empty() {
         let _ = writeln!(
             out,
-            "# HELP {FINDING_METRIC} One series per non-OK finding (worst first, capped by --max-findings-series): value is the state, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+            "# HELP {FINDING_METRIC} One series per non-OK finding (worst first, capped by --max-findings-series): value is the state, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Labelled with the finding's identity only; the names of a volume's claim and pod are in {FINDING_INFO_METRIC}."
         );
         let _ = writeln!(out, "# TYPE {FINDING_METRIC} gauge");
         for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    if !info.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP {FINDING_INFO_METRIC} The names (namespace, pvc, pod) of a {FINDING_METRIC} series' volume as resolved this run, with that series' labels; absent when the names could not be looked up."
+        );
+        let _ = writeln!(out, "# TYPE {FINDING_INFO_METRIC} gauge");
+        for l in info {
             out.push_str(&l);
             out.push('\n');
         }
@@ -754,8 +796,15 @@ mod tests {
         assert_eq!(
             series(&out, FINDING_METRIC),
             [
-                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",namespace="media",pvc="radarr-config",pv="pvc-1"} 2"#,
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1"} 2"#,
                 r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc"} 1"#,
+            ]
+        );
+        // The names of the volume are in the info series, with the finding series' labels.
+        assert_eq!(
+            series(&out, FINDING_INFO_METRIC),
+            [
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config"} 1"#,
             ]
         );
         assert!(
@@ -770,6 +819,82 @@ mod tests {
         assert!(out.contains(
             "k8s_storage_check_findings{check=\"check_ro_pvc_mounts\",state=\"unknown\"} 0\n"
         ));
+    }
+
+    /// Issue 33: the names of a volume come from API lookups; a run where they fail must not
+    /// change the finding series (its alert would resolve and fire again with `for:` restarted).
+    /// A pod's own findings (no pv) keep namespace and pod: they are its identity.
+    #[test]
+    fn prometheus_a_failed_name_lookup_changes_no_finding_series() {
+        let finding = |s: Subject| {
+            Report::new(Status::Critical, "x").finding(
+                Finding::new(Status::Critical, "read-only")
+                    .signal("emergency_ro")
+                    .subject(s.device("sdc")),
+            )
+        };
+        let named = Subject::new()
+            .node("k8s02")
+            .namespace("media")
+            .pod("radarr-0")
+            .pvc("radarr-config")
+            .pv("pvc-1");
+        let bare = Subject::new().node("k8s02").pv("pvc-1");
+        let a = render(&finding(named), Format::Prometheus, &opts_cap(100));
+        let b = render(&finding(bare), Format::Prometheus, &opts_cap(100));
+        assert_eq!(series(&a, FINDING_METRIC), series(&b, FINDING_METRIC));
+        assert_eq!(
+            series(&a, FINDING_METRIC),
+            [
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc"} 2"#
+            ]
+        );
+        assert_eq!(
+            series(&a, FINDING_INFO_METRIC),
+            [
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",namespace="media",pod="radarr-0",pvc="radarr-config"} 1"#
+            ]
+        );
+        assert!(series(&b, FINDING_INFO_METRIC).is_empty());
+        assert!(
+            !b.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
+            "no HELP/TYPE for an empty family"
+        );
+        // A stuck pod: namespace and pod are what the finding is about.
+        let r = Report::new(Status::Critical, "x").finding(
+            Finding::new(Status::Critical, "stuck")
+                .signal("stuck_no_status")
+                .subject(Subject::new().node("k8s01").namespace("ws").pod("ws-1")),
+        );
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        assert_eq!(
+            series(&out, FINDING_METRIC),
+            [
+                r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1"} 2"#
+            ]
+        );
+        assert!(series(&out, FINDING_INFO_METRIC).is_empty());
+    }
+
+    /// The info series follow the finding series' cap: never more of them than finding series.
+    #[test]
+    fn prometheus_info_series_are_capped_with_the_findings() {
+        let mut r = Report::new(Status::Critical, "x");
+        for i in 0..30 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("c{i}"))
+                    .signal("c")
+                    .subject(
+                        Subject::new()
+                            .pv(format!("p{i}"))
+                            .namespace("ns")
+                            .pvc(format!("c{i}")),
+                    ),
+            );
+        }
+        let out = render(&r, Format::Prometheus, &opts_cap(7));
+        assert_eq!(series(&out, FINDING_METRIC).len(), 7);
+        assert_eq!(series(&out, FINDING_INFO_METRIC).len(), 7);
     }
 
     #[test]

@@ -11,6 +11,38 @@ const MSG_PANIC: u8 = b'P';
 /// The worker's end of the pipe, for the panic hook (-1 in the parent).
 static WORKER_FD: AtomicI32 = AtomicI32::new(-1);
 
+/// In the worker, the pid of the process that forked it (0 everywhere else).
+static PARENT: AtomicI32 = AtomicI32::new(0);
+
+/// In the worker: have the kernel send it SIGKILL when its parent ends, however the parent ends
+/// (SIGKILL or SIGTERM to its pid alone, a crash), then make sure the parent has not ended already
+/// (it may have gone between `fork` and here, or between a credential change that cleared the
+/// setting and this call): the worker is never left to init holding a FIFO, a probe or a mount
+/// busy. Outside the worker it does nothing.
+///
+/// The kernel clears this setting on the calling thread whenever its filesystem ids or
+/// capabilities change, so [`crate::privilege`] calls this again after each such change.
+pub(crate) fn die_with_parent() {
+    let parent = PARENT.load(Ordering::SeqCst);
+    if parent == 0 {
+        return;
+    }
+    // SAFETY: prctl with a plain signal number; getppid and _exit have no preconditions.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        if libc::getppid() != parent {
+            // The parent is gone (this process was reparented): nobody reads the answer.
+            libc::_exit(Status::Unknown.code());
+        }
+    }
+}
+
 pub(super) fn send(fd: i32, kind: u8, payload: &[u8]) {
     let mut msg = Vec::with_capacity(payload.len() + 5);
     msg.push(kind);
@@ -44,6 +76,8 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
         return Status::Unknown.code();
     }
     let (rd, wr) = (fds[0], fds[1]);
+    // SAFETY: a plain id getter.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: this process is single-threaded here (nothing has spawned a thread yet), so the
     // child may do anything a fresh process may.
     let pid = unsafe { libc::fork() };
@@ -56,6 +90,8 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
         return Status::Unknown.code();
     }
     if pid == 0 {
+        PARENT.store(parent, Ordering::SeqCst);
+        die_with_parent();
         worker::<C>(opts, &common, rd, wr);
     }
     // SAFETY: the parent keeps the read end only.
@@ -255,4 +291,85 @@ fn nix_free_write(b: &[u8]) -> std::io::Result<()> {
     let f = unsafe { std::fs::File::from_raw_fd(1) };
     let mut f = std::mem::ManuallyDrop::new(f);
     f.write_all(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pdeathsig() -> i32 {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: PR_GET_PDEATHSIG writes one int through the pointer.
+        unsafe { libc::prctl(libc::PR_GET_PDEATHSIG, &mut sig as *mut libc::c_int) };
+        sig
+    }
+
+    /// Run `f` in a forked child marked as a worker of this process; its exit code (0: passed).
+    /// The child only makes syscalls (the test harness has threads: nothing that allocates).
+    fn in_worker(f: fn() -> bool) -> i32 {
+        // SAFETY: a plain id getter, then fork; the child makes only syscalls and leaves by _exit.
+        let parent = unsafe { libc::getpid() };
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            PARENT.store(parent, Ordering::SeqCst);
+            die_with_parent();
+            // SAFETY: leaving the child at once.
+            unsafe { libc::_exit(if f() { 0 } else { 1 }) }
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "child status {status}");
+        libc::WEXITSTATUS(status)
+    }
+
+    /// Issue 27, finding 9: the worker is armed to die with its parent, and stays armed after a
+    /// change of its filesystem ids (which makes the kernel clear the setting): the privilege
+    /// layer re-arms it.
+    #[test]
+    fn finding_9_worker_dies_with_its_parent_even_after_a_credential_change() {
+        assert_eq!(in_worker(|| pdeathsig() == libc::SIGKILL), 0);
+        // SAFETY: a plain id getter.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("credential-change case skipped: needs root (setfsuid)");
+            return;
+        }
+        assert_eq!(
+            in_worker(|| {
+                let before = crate::privilege::Level::current();
+                // As root: the caller's level is root's own; lower to nobody's filesystem ids
+                // by hand, as a privileged run's as_caller does for its caller.
+                // SAFETY: setfsuid on this (single-threaded) child.
+                unsafe { libc::syscall(libc::SYS_setfsuid, 65534) };
+                let cleared = pdeathsig() == 0;
+                before.set();
+                // The kernel cleared it on the raw change; Level::set re-armed it.
+                cleared && pdeathsig() == libc::SIGKILL
+            }),
+            0
+        );
+        // Outside a worker nothing is armed.
+        assert_eq!(pdeathsig(), 0);
+    }
+
+    /// The worker of a parent that is already gone leaves at once instead of running.
+    #[test]
+    fn finding_9_a_worker_whose_parent_is_gone_does_not_run() {
+        // SAFETY: fork; the child makes only syscalls and leaves by _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // Claim a parent that is not ours (pid 1 never forks us): as if it had ended.
+            PARENT.store(i32::MAX, Ordering::SeqCst);
+            die_with_parent();
+            // SAFETY: reached only if die_with_parent did not leave.
+            unsafe { libc::_exit(0) }
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), Status::Unknown.code());
+    }
 }
