@@ -49,6 +49,10 @@ pub struct Request {
     pub content_type: String,
     /// The request body (`Content-Length` bytes; empty without one).
     pub body: Vec<u8>,
+    /// The server name the client sent in the TLS handshake (SNI; none for an IP address).
+    pub sni: Option<String>,
+    /// The `Authorization` header as sent ("" without one): for hostile servers that echo it.
+    pub authorization: String,
 }
 
 impl Request {
@@ -745,6 +749,7 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
             return;
         }
     }
+    let sni = tls.conn.server_name().map(str::to_string);
     let peer = tls
         .conn
         .peer_certificates()
@@ -770,6 +775,7 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
             (pct_decode(k), pct_decode(v))
         })
         .collect();
+    let authorization = authz.clone();
     let (user, auth) = if let Some(t) = authz.strip_prefix("Bearer ") {
         (s.tokens.read().unwrap().get(t.trim()).cloned(), "token")
     } else if let Some(der) = &peer {
@@ -794,6 +800,8 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
         auth,
         content_type,
         body,
+        sni,
+        authorization,
     };
     let resp = respond(&mut req, &s);
     s.log.lock().unwrap().push(req);

@@ -21,6 +21,12 @@ pub struct ApiArgs {
     /// ever sent over plain http
     #[arg(long, help_heading = "Kubernetes API")]
     pub allow_insecure_http: bool,
+
+    /// Honour `insecure-skip-tls-verify: true` in the kubeconfig, as kubectl does (refused
+    /// otherwise: the server's certificate would not be checked, so the token or client
+    /// certificate would go to whoever answers)
+    #[arg(long, help_heading = "Kubernetes API")]
+    pub allow_insecure_tls: bool,
 }
 
 /// `--node NAME`: the node a check is about. Without it the name is the host's, which only the

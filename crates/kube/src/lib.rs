@@ -82,6 +82,7 @@ pub fn config(api: &ApiArgs, ctx: &Ctx) -> Result<Config, Unknown> {
     }
     let mut cfg = cfg?;
     cfg.allow_http = api.allow_insecure_http;
+    cfg.allow_insecure_tls = api.allow_insecure_tls;
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
