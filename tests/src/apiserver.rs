@@ -111,6 +111,9 @@ pub enum Fault {
     Slow(Duration),
     /// Accept, then close the connection without answering.
     Drop,
+    /// A hostile server: this HTTP status with a `Status` whose message echoes the request's
+    /// `Authorization` header and query string (what a careless proxy or a rogue server does).
+    Echo(u16),
     /// 200 with one list of at least this many bytes, whatever was asked: a server (or a proxy
     /// in between) that ignores `limit` and sends everything at once. The items are pods of
     /// another node, padded with a long annotation.
@@ -872,6 +875,20 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
         .unwrap_or_else(|| "system:anonymous".into());
     let res = resource_of(&req.path);
     match &fault {
+        Some(Fault::Echo(c)) => {
+            let q: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            return Response::status(
+                *c,
+                reason(*c),
+                &format!(
+                    "rejected {} {}?{} with Authorization: {}",
+                    req.method,
+                    req.path,
+                    q.join("&"),
+                    req.authorization
+                ),
+            );
+        }
         Some(Fault::Http(401)) => return Response::status(401, "Unauthorized", "Unauthorized"),
         Some(Fault::Http(403)) => {
             let verb = match req.method.as_str() {

@@ -389,3 +389,336 @@ fn finding_7_tls_server_name_on_the_real_apiserver() {
         "{out:?}"
     );
 }
+
+/// Finding 5: a secret in the output. Every API check, against every way the API can fail with
+/// credentials in play (a token the server rejects, a server echoing the Authorization header and
+/// the query in its 401/403 message, a CA that did not sign the server, nothing listening, a
+/// password and a token in the server URL, a password in the proxy URL), at -vvv in each
+/// --format: no output carries any of the planted secrets, and none is a silent OK.
+#[test]
+fn finding_5_auth_matrix_never_prints_a_secret() {
+    use e2e::apiserver::{unused_addr, Fault};
+    const SECRETS: &[&str] = &[
+        "SECRETxBADxTOKEN",
+        "SECRETxGOODxTOKEN",
+        "SECRETxURLxUSER",
+        "SECRETxURLxPASS",
+        "SECRETxQUERYxTOKEN",
+        "SECRETxPROXYxUSER",
+        "SECRETxPROXYxPASS",
+    ];
+    let checks: &[(&str, &[&str])] = &[
+        ("check_stuck_scheduled", &["--node", NODE]),
+        ("check_stuck_terminating", &["--node", NODE]),
+        ("check_jiva_rep_crashloop", &[]),
+        ("check_watch_cache", &[]),
+    ];
+    let srv = ApiServer::start();
+    srv.set(
+        "pods",
+        vec![scheduled_no_status("media", "stuck-0", NODE, 3600)],
+    );
+    let url = srv.url();
+    let port = srv.addr().port();
+    let gone = unused_addr();
+    // (case, kubeconfig, fault to inject)
+    let good =
+        |server: &str, extra: &str| kubeconfig_with(&srv, server, "SECRETxGOODxTOKEN", extra);
+    let cases: Vec<(&str, std::path::PathBuf, Option<Fault>)> = vec![
+        (
+            "bad token (401)",
+            kubeconfig_with(&srv, &url, "SECRETxBADxTOKEN", ""),
+            None,
+        ),
+        (
+            "401 echoing the token",
+            good(&url, ""),
+            Some(Fault::Echo(401)),
+        ),
+        (
+            "403 echoing the token",
+            good(&url, ""),
+            Some(Fault::Echo(403)),
+        ),
+        (
+            "wrong CA",
+            {
+                let p = srv.kubeconfig(KubeCa::Wrong, KubeAuth::Token("SECRETxGOODxTOKEN".into()));
+                p
+            },
+            None,
+        ),
+        ("unreachable", good(&format!("https://{gone}"), ""), None),
+        (
+            "password in the server URL",
+            good(
+                &format!("https://SECRETxURLxUSER:SECRETxURLxPASS@127.0.0.1:{port}"),
+                "",
+            ),
+            Some(Fault::Echo(401)),
+        ),
+        (
+            "token in the server URL's query",
+            good(
+                &format!("https://127.0.0.1:{port}/?access_token=SECRETxQUERYxTOKEN"),
+                "",
+            ),
+            None,
+        ),
+        (
+            "password in the proxy URL",
+            good(
+                &url,
+                &format!("    proxy-url: http://SECRETxPROXYxUSER:SECRETxPROXYxPASS@{gone}\n"),
+            ),
+            None,
+        ),
+    ];
+    let mut failed = Vec::new();
+    let mut runs = 0;
+    for (case, kc, fault) in &cases {
+        srv.heal();
+        if let Some(f) = fault {
+            srv.fail(f.clone());
+        }
+        for &(bin, extra) in checks {
+            for format in ["nagios", "json", "prometheus"] {
+                let mut args = vec!["--kubeconfig", s(kc), "-vvv", "--format", format, "-t", "5"];
+                args.extend_from_slice(extra);
+                let out = check(bin, &args);
+                runs += 1;
+                let all = format!("{}{}", out.stdout, out.stderr);
+                let leaked: Vec<&&str> = SECRETS.iter().filter(|s| all.contains(**s)).collect();
+                if !leaked.is_empty() || !(1..=3).contains(&out.code) {
+                    failed.push(format!(
+                        "{bin} {case} --format {format}: exit {}, leaked {leaked:?}: {all}",
+                        out.code
+                    ));
+                }
+            }
+        }
+    }
+    // The hostile server did get the secrets (the matrix is not vacuous).
+    assert!(
+        srv.requests()
+            .iter()
+            .any(|r| r.authorization.contains("SECRETxGOODxTOKEN")),
+        "no request carried the token"
+    );
+    println!("{runs} runs, {} failed", failed.len());
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 3: memory grows with the number of pods.
+
+const MIB64_KIB: i64 = 64 * 1024;
+const MILLION: usize = 1_000_000;
+
+/// One pod stuck after scheduling for years (Pending, PodScheduled=True, no container status),
+/// compact: 10^6 of them make a ~210 MB `kubectl get pods -o json` document.
+fn stuck_pod_json(i: usize) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"p{i}","namespace":"ns{}","uid":"u{i}","creationTimestamp":"2020-01-01T00:00:00Z"}},"spec":{{"nodeName":"{NODE}"}},"status":{{"phase":"Pending","conditions":[{{"type":"PodScheduled","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"}}]}}}}"#,
+        i % 100
+    )
+}
+
+/// A pod wedged in Terminating (deleted in 2020, grace 30 s, a finalizer holding it).
+fn wedged_pod_json(i: usize) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"t{i}","namespace":"ns{}","uid":"w{i}","creationTimestamp":"2020-01-01T00:00:00Z","deletionTimestamp":"2020-01-02T00:00:00Z","deletionGracePeriodSeconds":30,"finalizers":["x/y"]}},"spec":{{"nodeName":"{NODE}"}},"status":{{"phase":"Running"}}}}"#,
+        i % 100
+    )
+}
+
+/// Write a `kubectl get pods -o json` list of `n` pods made by `pod`, generated as it is written.
+fn write_pod_list(w: &mut dyn std::io::Write, n: usize, pod: fn(usize) -> String) {
+    w.write_all(br#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":["#)
+        .unwrap();
+    for i in 0..n {
+        if i > 0 {
+            w.write_all(b",").unwrap();
+        }
+        w.write_all(pod(i).as_bytes()).unwrap();
+    }
+    w.write_all(b"]}\n").unwrap();
+}
+
+fn need_time(test: &str) -> bool {
+    e2e::need_tool(test, "/usr/bin/time")
+}
+
+/// Finding 3: `--pods-json` with 10^6 stuck pods grew to 666 MB (every pod kept, the file
+/// mapped whole). Now, from a file and from stdin, the peak RSS stays within 64 MiB and the
+/// answer is right: CRITICAL, all 10^6 counted, the worst listed, the rest counted exactly.
+#[test]
+fn finding_3_a_million_stuck_pods_in_pods_json_within_64_mib() {
+    if !need_time("finding_3_a_million_stuck_pods_in_pods_json_within_64_mib") {
+        return;
+    }
+    let _ = e2e::bin_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let sched = dir.path().join("stuck.json");
+    {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&sched).unwrap());
+        write_pod_list(&mut w, MILLION, stuck_pod_json);
+    }
+    let wedged = dir.path().join("wedged.json");
+    {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&wedged).unwrap());
+        write_pod_list(&mut w, MILLION, wedged_pod_json);
+    }
+    println!(
+        "pods-json sizes: {} and {} bytes",
+        std::fs::metadata(&sched).unwrap().len(),
+        std::fs::metadata(&wedged).unwrap().len()
+    );
+    let mut failed = Vec::new();
+    let args = |f: &str| -> Vec<String> {
+        ["--node", NODE, "--no-events", "-t", "120", "--pods-json", f]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let rows: Vec<(&str, &str, &str, Vec<String>, bool, &str)> = vec![
+        (
+            "check_stuck_scheduled file",
+            "check_stuck_scheduled",
+            "STUCK_SCHEDULED",
+            args(s(&sched)),
+            false,
+            "1000000 of 1000000 pods on node worker-04 stuck after scheduling",
+        ),
+        (
+            "check_stuck_scheduled stdin",
+            "check_stuck_scheduled",
+            "STUCK_SCHEDULED",
+            args("-"),
+            true,
+            "1000000 of 1000000 pods on node worker-04 stuck after scheduling",
+        ),
+        (
+            "check_stuck_terminating file",
+            "check_stuck_terminating",
+            "STUCK_TERMINATING",
+            args(s(&wedged)),
+            false,
+            "1000000 of 1000000 terminating pods on node worker-04 wedged",
+        ),
+    ];
+    for (what, bin, name, args, stdin, want) in rows {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let feed: Option<Box<dyn FnOnce(&mut dyn std::io::Write) + Send>> = stdin.then(|| {
+            Box::new(|w: &mut dyn std::io::Write| write_pod_list(w, MILLION, stuck_pod_json))
+                as Box<dyn FnOnce(&mut dyn std::io::Write) + Send>
+        });
+        let (out, kib) = e2e::run_max_rss(bin, &a, feed);
+        let more = format!("and {} more pods", e2e_grouped(MILLION - 1000));
+        println!(
+            "{what}: exit {}, {kib} KiB peak RSS, {:?}: {}",
+            out.code,
+            out.elapsed,
+            out.first_line()
+        );
+        let ok = out.code == 2
+            && out
+                .first_line()
+                .starts_with(&format!("{name} CRITICAL - {want}"))
+            && out.stdout.contains(&more)
+            && kib <= MIB64_KIB;
+        if !ok {
+            failed.push(format!(
+                "{what}: exit {} (want 2, {want:?}, {more:?}), {kib} KiB (cap {MIB64_KIB}): {}",
+                out.code,
+                out.stdout.chars().take(2000).collect::<String>()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+fn e2e_grouped(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Finding 3: an API server that keeps paging (a new continue token with every page, forever)
+/// grew the check to 373 MB at -t 30 (LIST_MAX was 1 GiB and every pod was kept). Now the list
+/// stops at LIST_MAX, UNKNOWN naming it, within 64 MiB. A fault a real server does not produce:
+/// the loopback server, pages of 5 000 stuck pods of this node.
+#[test]
+fn finding_3_an_api_server_that_keeps_paging_within_64_mib() {
+    if !need_time("finding_3_an_api_server_that_keeps_paging_within_64_mib") {
+        return;
+    }
+    let _ = e2e::bin_dir();
+    let srv = ApiServer::start();
+    let page: Arc<Vec<u8>> = Arc::new({
+        let mut v = Vec::new();
+        for i in 0..5000 {
+            if i > 0 {
+                v.push(b',');
+            }
+            v.extend_from_slice(stuck_pod_json(i).as_bytes());
+        }
+        v
+    });
+    let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (page2, n2) = (page.clone(), n.clone());
+    srv.route(
+        "/api/v1/pods",
+        Arc::new(move |_r: &Request, _c: &e2e::apiserver::Ctx| {
+            let k = n2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut body = format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"7","continue":"page-{k}"}},"items":["#
+            )
+            .into_bytes();
+            body.extend_from_slice(&page2);
+            body.extend_from_slice(b"]}");
+            Response {
+                status: 200,
+                content_type: "application/json".into(),
+                body,
+                ..Default::default()
+            }
+        }),
+    );
+    let kc = srv.kubeconfig(KubeCa::Inline, KubeAuth::Token("tok".into()));
+    let (out, kib) = e2e::run_max_rss(
+        "check_stuck_scheduled",
+        &[
+            "--kubeconfig",
+            s(&kc),
+            "--node",
+            NODE,
+            "--no-events",
+            "-t",
+            "30",
+        ],
+        None,
+    );
+    println!(
+        "paging forever: exit {}, {kib} KiB peak RSS, {} pages served, {:?}: {}",
+        out.code,
+        n.load(std::sync::atomic::Ordering::SeqCst),
+        out.elapsed,
+        out.first_line()
+    );
+    out.assert_status("STUCK_SCHEDULED", 3);
+    assert!(
+        out.first_line().contains("kept paging /api/v1/pods")
+            && out
+                .first_line()
+                .contains("more than 256 MiB in all (LIST_MAX"),
+        "{out:?}"
+    );
+    assert!(kib <= MIB64_KIB, "{kib} KiB peak RSS (cap {MIB64_KIB})");
+}

@@ -27,8 +27,13 @@ const ERROR_BODY_MAX: u64 = 64 * 1024;
 /// caller keeps.
 pub const PAGE_MAX: u64 = 32 << 20;
 
-/// The cap of a whole list, all pages together (a 150 000-pod cluster lists in well under this).
-pub const LIST_MAX: u64 = 1 << 30;
+/// The cap of a whole list, all pages together: the same as a `--pods-json` document's
+/// ([`crate::JSON_FILE_MAX`], a 20 000-pod cluster's `kubectl get pods -A -o json`); a node's
+/// own pods list in a small part of it. Items are parsed one at a time and the checks keep
+/// bounded aggregates, so what this bounds is the time and traffic of a server that keeps
+/// paging (issue 27, finding 3: 373 MB at -t 30 with the old 1 GiB cap); reaching it is UNKNOWN
+/// naming it.
+pub const LIST_MAX: u64 = 256 << 20;
 
 /// A response body that ends with an error once more than `max` bytes came (the error is told
 /// apart by [`Capped::exceeded`]).
@@ -208,6 +213,12 @@ fn secrets_of(cfg: &Config, auth_header: Option<&str>) -> Vec<String> {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         if let Some((userinfo, _)) = authority.rsplit_once('@') {
             out.push(userinfo.to_string());
+            // Sent as `Basic base64(userinfo)` when no token is (ureq's URL userinfo): a server
+            // echoing that header must not show it either.
+            out.push(base64_encode(userinfo.as_bytes()));
+            if let Some(d) = pct_decoded(userinfo) {
+                out.push(base64_encode(d.as_bytes()));
+            }
             for part in userinfo.split(':') {
                 out.push(part.to_string());
                 if let Some(d) = pct_decoded(part) {
@@ -231,6 +242,25 @@ fn secrets_of(cfg: &Config, auth_header: Option<&str>) -> Vec<String> {
     // Longest first, so that a secret containing another is replaced whole.
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
     out.dedup();
+    out
+}
+
+/// Standard base64 with padding (for [`secrets_of`]).
+fn base64_encode(b: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for ch in b.chunks(3) {
+        let n = (ch[0] as u32) << 16
+            | (*ch.get(1).unwrap_or(&0) as u32) << 8
+            | *ch.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            out.push(if i <= ch.len() {
+                A[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
     out
 }
 
@@ -758,7 +788,15 @@ impl Client {
             let res = read_list(BufReader::with_capacity(64 * 1024, &mut r), &mut f);
             list_bytes += r.read;
             let meta: ListMeta = res.map_err(|e| match r.exceeded {
-                true if cap < PAGE_MAX => self.over_cap(&shown, LIST_MAX, "a whole list"),
+                true if cap < PAGE_MAX => Unknown(format!(
+                    "API server {} kept paging {path}: {page} pages, {} items, more than {} in all \
+                     (LIST_MAX, the cap of a whole list): not read further (a server that never \
+                     ends its list, or a list too large for one run: narrow it with --namespace \
+                     or --node)",
+                    self.shown,
+                    total,
+                    plugin::fmt_bytes(LIST_MAX)
+                )),
                 true => self.over_cap(&shown, PAGE_MAX, "one page of a list"),
                 false => self.decode_error(e, &shown, left),
             })?;
@@ -1012,6 +1050,10 @@ mod tests {
         assert!(out.starts_with("server echoed …"), "{out}");
         // Short parts are left (the URL itself is only ever shown redacted).
         assert_eq!(scrub_with(&secrets, "x=1 ok".into()), "x=1 ok");
+        // The userinfo as ureq sends it without a token: Basic base64("USER:PASS@WORD").
+        assert_eq!(base64_encode(b"martin:secret"), "bWFydGluOnNlY3JldA==");
+        let basic = format!("Basic {}", base64_encode(b"USER:PASS@WORD"));
+        assert_eq!(scrub_with(&secrets, basic), "Basic …");
     }
 
     #[test]

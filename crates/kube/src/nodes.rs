@@ -9,6 +9,9 @@ use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+/// At most this many node names of a `--pods-json` file are remembered (for [`confirm_node`]).
+pub const NODES_SEEN_MAX: usize = 10_000;
+
 /// What a scan of pods saw besides the pods it kept.
 #[derive(Default)]
 pub struct Scan {
@@ -35,7 +38,9 @@ pub fn scan_pods(
             ctx.stage(format!("reading {}", path.display()));
             read_json_list(path, "--pods-json", |p: Pod| {
                 if let Some(n) = p.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
-                    if !scan.nodes_seen.contains(n) {
+                    // Bounded: only names to compare with and to show (a file of 10^6 pods on
+                    // 10^6 nodes must not keep them all).
+                    if scan.nodes_seen.len() < NODES_SEEN_MAX && !scan.nodes_seen.contains(n) {
                         scan.nodes_seen.insert(n.to_string());
                     }
                 }
