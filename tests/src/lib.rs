@@ -533,17 +533,16 @@ pub mod engines;
 /// An Alertmanager webhook receiver on loopback.
 pub mod webhook;
 
+/// What writes a run's stdin, on a thread of its own ([`run_max_rss`]).
+pub type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
+
 /// Run the suite binary `name` with `args` under GNU time (`/usr/bin/time -f %M`), optionally
 /// feeding its stdin from `feed` (written on a thread as the check reads), and return what it
 /// printed and its peak RSS in KiB: the largest of the check process and the worker it forked
 /// and reaped (`wait4`'s rusage covers waited-for descendants), mapped file pages included.
 /// Measured from outside, never from this process: a child forked from the test carries the
 /// test's own RSS in its high-water mark. (The same measure as fault_matrix's /dev/zero row.)
-pub fn run_max_rss(
-    name: &str,
-    args: &[&str],
-    feed: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
-) -> (Output, i64) {
+pub fn run_max_rss(name: &str, args: &[&str], feed: Option<Feed>) -> (Output, i64) {
     let f = tempfile::NamedTempFile::new().unwrap();
     let start = Instant::now();
     let mut cmd = Command::new("/usr/bin/time");

@@ -91,14 +91,12 @@ fn finding_6_insecure_skip_tls_verify_needs_allow_insecure_tls() {
 #[test]
 fn finding_6_node_confirmation_needs_the_node_object() {
     let srv = ApiServer::start();
-    let pod_list: Arc<dyn Fn(&Request, &e2e::apiserver::Ctx) -> Response + Send + Sync> = Arc::new(
-        |_r: &Request, _c: &e2e::apiserver::Ctx| {
-            Response::json(
-                200,
-                &json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}),
-            )
-        },
-    );
+    let pod_list: e2e::apiserver::Handler = Arc::new(|_r: &Request, _c: &e2e::apiserver::Ctx| {
+        Response::json(
+            200,
+            &json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}),
+        )
+    });
     for p in ["/api/v1/pods", "/api/v1/nodes", "/api/v1/nodes/{name}"] {
         srv.route(p, pod_list.clone());
     }
@@ -453,10 +451,7 @@ fn finding_5_auth_matrix_never_prints_a_secret() {
         ),
         (
             "wrong CA",
-            {
-                let p = srv.kubeconfig(KubeCa::Wrong, KubeAuth::Token("SECRETxGOODxTOKEN".into()));
-                p
-            },
+            srv.kubeconfig(KubeCa::Wrong, KubeAuth::Token("SECRETxGOODxTOKEN".into())),
             None,
         ),
         ("unreachable", good(&format!("https://{gone}"), ""), None),
@@ -608,7 +603,8 @@ fn finding_3_a_million_stuck_pods_in_pods_json_within_64_mib() {
             .map(|s| s.to_string())
             .collect()
     };
-    let rows: Vec<(&str, &str, &str, Vec<String>, bool, &str)> = vec![
+    type Row<'a> = (&'a str, &'a str, &'a str, Vec<String>, bool, &'a str);
+    let rows: Vec<Row> = vec![
         (
             "check_stuck_scheduled file",
             "check_stuck_scheduled",
@@ -636,11 +632,11 @@ fn finding_3_a_million_stuck_pods_in_pods_json_within_64_mib() {
     ];
     for (what, bin, name, args, stdin, want) in rows {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let feed: Option<Box<dyn FnOnce(&mut dyn std::io::Write) + Send>> = stdin.then(|| {
+        let feed: Option<e2e::Feed> = stdin.then(|| {
             Box::new(|w: &mut dyn std::io::Write| {
                 // The check may stop reading early (and say why): not this thread's failure.
                 let _ = write_pod_list(w, MILLION, stuck_pod_json);
-            }) as Box<dyn FnOnce(&mut dyn std::io::Write) + Send>
+            }) as e2e::Feed
         });
         let (out, kib) = e2e::run_max_rss(bin, &a, feed);
         let more = format!("and {} more pods", e2e_grouped(MILLION - 1000));
@@ -671,7 +667,7 @@ fn e2e_grouped(n: usize) -> String {
     let d = n.to_string();
     let mut out = String::new();
     for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(c);
