@@ -9,7 +9,8 @@ pub struct ApiArgs {
     /// Kubeconfig file (default: first of $KUBECONFIG [first existing file of the list], in-cluster
     /// service account, microk8s client.config, k3s k3s.yaml, kubeadm kubelet.conf/admin.conf,
     /// ~/.kube/config; a binary with file capabilities uses only this option, read as its
-    /// caller, or the in-cluster service account)
+    /// caller, or the in-cluster service account). Its cluster's tls-server-name and proxy-url
+    /// (an HTTP CONNECT proxy) are used; insecure-skip-tls-verify only with --allow-insecure-tls
     #[arg(long, value_name = "FILE", help_heading = "Kubernetes API")]
     pub kubeconfig: Option<PathBuf>,
 

@@ -210,8 +210,9 @@ pub const JSON_FILE_MAX: u64 = 256 << 20;
 
 /// The largest file mapped whole: its touched pages count in the worker's RSS (as file pages),
 /// so a mapped file of 200 MiB alone broke the 64 MiB budget (issue 27, finding 3: 666 MB for
-/// 10^6 stuck pods). Past this, the file is streamed.
-pub const JSON_MAP_MAX: u64 = 16 << 20;
+/// 10^6 stuck pods). Up to this (half the budget) the faster slice parser is used; past it the
+/// file is streamed.
+pub const JSON_MAP_MAX: u64 = 32 << 20;
 
 /// A JSON document as [`read_document`] hands it to its parser.
 pub enum Document<'a> {
