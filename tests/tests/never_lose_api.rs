@@ -548,6 +548,16 @@ fn wedged_pod_json(i: usize) -> String {
     )
 }
 
+/// A Jiva replica (jiva-operator's labels), three per volume.
+fn jiva_replica_json(i: usize) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"pvc-{}-jiva-rep-{}","namespace":"openebs","uid":"j{i}","labels":{{"openebs.io/component":"jiva-replica","openebs.io/persistent-volume":"pvc-{}"}}}},"spec":{{"nodeName":"{NODE}"}},"status":{{"phase":"Running"}}}}"#,
+        i / 3,
+        i % 3,
+        i / 3
+    )
+}
+
 /// Write a `kubectl get pods -o json` list of `n` pods made by `pod`, generated as it is written
 /// (a reader that stops early ends it: the error is returned).
 fn write_pod_list(
@@ -585,6 +595,11 @@ fn finding_3_a_million_stuck_pods_in_pods_json_within_64_mib() {
     {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&sched).unwrap());
         write_pod_list(&mut w, MILLION, stuck_pod_json).unwrap();
+    }
+    let jiva = dir.path().join("jiva.json");
+    {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&jiva).unwrap());
+        write_pod_list(&mut w, MILLION, jiva_replica_json).unwrap();
     }
     let wedged = dir.path().join("wedged.json");
     {
@@ -659,6 +674,31 @@ fn finding_3_a_million_stuck_pods_in_pods_json_within_64_mib() {
                 out.stdout.chars().take(2000).collect::<String>()
             ));
         }
+    }
+    // 10^6 Jiva replicas: past the check's cap, UNKNOWN naming it, still within 64 MiB.
+    let (out, kib) = e2e::run_max_rss(
+        "check_jiva_rep_crashloop",
+        &["-t", "120", "--pods-json", s(&jiva)],
+        None,
+    );
+    println!(
+        "check_jiva_rep_crashloop file: exit {}, {kib} KiB peak RSS, {:?}: {}",
+        out.code,
+        out.elapsed,
+        out.first_line()
+    );
+    if !(out.code == 3
+        && out.first_line().contains(&format!(
+            "more than 50000 Jiva replica pods ({} more not kept: REPLICAS_MAX",
+            e2e_grouped(MILLION - 50_000)
+        ))
+        && kib <= MIB64_KIB)
+    {
+        failed.push(format!(
+            "check_jiva_rep_crashloop file: exit {}, {kib} KiB (cap {MIB64_KIB}): {}",
+            out.code,
+            out.first_line()
+        ));
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
