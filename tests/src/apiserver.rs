@@ -49,6 +49,10 @@ pub struct Request {
     pub content_type: String,
     /// The request body (`Content-Length` bytes; empty without one).
     pub body: Vec<u8>,
+    /// The server name the client sent in the TLS handshake (SNI; none for an IP address).
+    pub sni: Option<String>,
+    /// The `Authorization` header as sent ("" without one): for hostile servers that echo it.
+    pub authorization: String,
 }
 
 impl Request {
@@ -107,6 +111,9 @@ pub enum Fault {
     Slow(Duration),
     /// Accept, then close the connection without answering.
     Drop,
+    /// A hostile server: this HTTP status with a `Status` whose message echoes the request's
+    /// `Authorization` header and query string (what a careless proxy or a rogue server does).
+    Echo(u16),
     /// 200 with one list of at least this many bytes, whatever was asked: a server (or a proxy
     /// in between) that ignores `limit` and sends everything at once. The items are pods of
     /// another node, padded with a long annotation.
@@ -745,6 +752,7 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
             return;
         }
     }
+    let sni = tls.conn.server_name().map(str::to_string);
     let peer = tls
         .conn
         .peer_certificates()
@@ -770,6 +778,7 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
             (pct_decode(k), pct_decode(v))
         })
         .collect();
+    let authorization = authz.clone();
     let (user, auth) = if let Some(t) = authz.strip_prefix("Bearer ") {
         (s.tokens.read().unwrap().get(t.trim()).cloned(), "token")
     } else if let Some(der) = &peer {
@@ -794,6 +803,8 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, s: Arc<Shared>) {
         auth,
         content_type,
         body,
+        sni,
+        authorization,
     };
     let resp = respond(&mut req, &s);
     s.log.lock().unwrap().push(req);
@@ -864,6 +875,20 @@ fn respond(req: &mut Request, s: &Shared) -> Response {
         .unwrap_or_else(|| "system:anonymous".into());
     let res = resource_of(&req.path);
     match &fault {
+        Some(Fault::Echo(c)) => {
+            let q: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            return Response::status(
+                *c,
+                reason(*c),
+                &format!(
+                    "rejected {} {}?{} with Authorization: {}",
+                    req.method,
+                    req.path,
+                    q.join("&"),
+                    req.authorization
+                ),
+            );
+        }
         Some(Fault::Http(401)) => return Response::status(401, "Unauthorized", "Unauthorized"),
         Some(Fault::Http(403)) => {
             let verb = match req.method.as_str() {

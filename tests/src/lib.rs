@@ -532,3 +532,60 @@ pub mod fuse;
 pub mod engines;
 /// An Alertmanager webhook receiver on loopback.
 pub mod webhook;
+
+/// What writes a run's stdin, on a thread of its own ([`run_max_rss`]).
+pub type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
+
+/// Run the suite binary `name` with `args` under GNU time (`/usr/bin/time -f %M`), optionally
+/// feeding its stdin from `feed` (written on a thread as the check reads), and return what it
+/// printed and its peak RSS in KiB: the largest of the check process and the worker it forked
+/// and reaped (`wait4`'s rusage covers waited-for descendants), mapped file pages included.
+/// Measured from outside, never from this process: a child forked from the test carries the
+/// test's own RSS in its high-water mark. (The same measure as fault_matrix's /dev/zero row.)
+pub fn run_max_rss(name: &str, args: &[&str], feed: Option<Feed>) -> (Output, i64) {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    let start = Instant::now();
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.args(["-f", "%M", "-o"])
+        .arg(f.path())
+        .arg(bin(name))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .stdin(if feed.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn /usr/bin/time");
+    let writer = feed.map(|feed| {
+        let mut si = child.stdin.take().expect("stdin");
+        std::thread::spawn(move || {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut si);
+            feed(&mut w);
+            let _ = w.flush();
+        })
+    });
+    let out = child.wait_with_output().expect("wait");
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let text = std::fs::read_to_string(f.path()).unwrap();
+    let kib = text
+        .lines()
+        .filter_map(|l| l.trim().parse::<i64>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time: {text:?}"));
+    (
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed: start.elapsed(),
+        },
+        kib,
+    )
+}

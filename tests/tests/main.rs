@@ -22,6 +22,9 @@ mod watch_cache;
 // The API checks against a real kube-apiserver (tests/control-plane).
 mod real_apiserver;
 
+// Issue 27's API-side findings (secrets, TLS, proxies, pods memory).
+mod never_lose_api;
+
 // The suite as a whole: protocol, options, output formats, every fault, privilege.
 mod fault_matrix;
 mod never_lose_worker;

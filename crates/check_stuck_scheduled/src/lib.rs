@@ -140,9 +140,10 @@ pub type Policy = AgePolicy;
 
 /// Decide. Pure: `now` is Unix seconds.
 pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
-    let stuck = policy.alerting(&d.found, now);
-    let young = d.found.len() - stuck.pods.len();
-    let summary = if stuck.pods.is_empty() {
+    let mut stuck = policy.alerting(&d.found, now);
+    stuck.more = d.more;
+    let young = d.found.len() - stuck.pods.len() + d.young;
+    let summary = if stuck.count() == 0 {
         let mut s = format!(
             "no pod stuck after scheduling ({} pods {})",
             d.pods, d.scope
@@ -157,7 +158,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     } else {
         format!(
             "{} of {} pods {} stuck after scheduling: {}",
-            stuck.pods.len(),
+            stuck.count(),
             d.pods,
             d.scope,
             stuck.first_three(|a, c| format!("{} ({})", c.pod.key(), age_text(a)))
@@ -186,6 +187,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         if let Some(e) = d.events.get(&key) {
             f = f.detail(e.describe(now, 400));
         }
+        r = r.finding(f);
+    }
+    if let Some(f) = stuck.more_line("stuck after scheduling") {
         r = r.finding(f);
     }
     for n in &d.notes {

@@ -170,9 +170,10 @@ pub fn latest_teardown(events: &[kube::Event]) -> Option<Teardown> {
 /// Decide. Pure: `now` is Unix seconds.
 pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     let scan = &d.scan;
-    let wedged = policy.alerting(&scan.found, now);
-    let n_term = scan.found.len();
-    let summary = if wedged.pods.is_empty() {
+    let mut wedged = policy.alerting(&scan.found, now);
+    wedged.more = scan.more;
+    let n_term = scan.found.len() + scan.young + scan.more.count;
+    let summary = if wedged.count() == 0 {
         let mut s = format!(
             "no pod wedged in Terminating ({} pods {}",
             scan.pods, scan.scope
@@ -188,7 +189,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     } else {
         format!(
             "{} of {} terminating pods {} wedged: {}",
-            wedged.pods.len(),
+            wedged.count(),
             n_term,
             scan.scope,
             wedged.first_three(|_, t| format!(
@@ -259,6 +260,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     };
     for (s, _, t) in &wedged.pods {
         r = r.finding(finding(*s, t));
+    }
+    if let Some(f) = wedged.more_line("wedged in Terminating") {
+        r = r.finding(f);
     }
     // Terminating pods inside the thresholds: shown at -v.
     for t in scan

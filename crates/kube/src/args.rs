@@ -9,7 +9,8 @@ pub struct ApiArgs {
     /// Kubeconfig file (default: first of $KUBECONFIG [first existing file of the list], in-cluster
     /// service account, microk8s client.config, k3s k3s.yaml, kubeadm kubelet.conf/admin.conf,
     /// ~/.kube/config; a binary with file capabilities uses only this option, read as its
-    /// caller, or the in-cluster service account)
+    /// caller, or the in-cluster service account). Its cluster's tls-server-name and proxy-url
+    /// (an HTTP CONNECT proxy) are used; insecure-skip-tls-verify only with --allow-insecure-tls
     #[arg(long, value_name = "FILE", help_heading = "Kubernetes API")]
     pub kubeconfig: Option<PathBuf>,
 
@@ -21,6 +22,12 @@ pub struct ApiArgs {
     /// ever sent over plain http
     #[arg(long, help_heading = "Kubernetes API")]
     pub allow_insecure_http: bool,
+
+    /// Honour `insecure-skip-tls-verify: true` in the kubeconfig, as kubectl does (refused
+    /// otherwise: the server's certificate would not be checked, so the token or client
+    /// certificate would go to whoever answers)
+    #[arg(long, help_heading = "Kubernetes API")]
+    pub allow_insecure_tls: bool,
 }
 
 /// `--node NAME`: the node a check is about. Without it the name is the host's, which only the

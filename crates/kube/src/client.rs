@@ -9,6 +9,9 @@ use std::io::{BufReader, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+use ureq::unversioned::transport::{
+    ConnectProxyConnector, ConnectionDetails, Connector, RustlsConnector, TcpConnector, Transport,
+};
 
 mod errors;
 
@@ -24,8 +27,13 @@ const ERROR_BODY_MAX: u64 = 64 * 1024;
 /// caller keeps.
 pub const PAGE_MAX: u64 = 32 << 20;
 
-/// The cap of a whole list, all pages together (a 150 000-pod cluster lists in well under this).
-pub const LIST_MAX: u64 = 1 << 30;
+/// The cap of a whole list, all pages together: the same as a `--pods-json` document's
+/// ([`crate::JSON_FILE_MAX`], a 20 000-pod cluster's `kubectl get pods -A -o json`); a node's
+/// own pods list in a small part of it. Items are parsed one at a time and the checks keep
+/// bounded aggregates, so what this bounds is the time and traffic of a server that keeps
+/// paging (issue 27, finding 3: 373 MB at -t 30 with the old 1 GiB cap); reaching it is UNKNOWN
+/// naming it.
+pub const LIST_MAX: u64 = 256 << 20;
 
 /// A response body that ends with an error once more than `max` bytes came (the error is told
 /// apart by [`Capped::exceeded`]).
@@ -114,6 +122,180 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// TLS to the API server under the kubeconfig's `tls-server-name`: the connection to the
+/// server's address is wrapped with that name as SNI and as the name its certificate must be
+/// valid for (client-go's `ServerName`). Other connections (an `https://` proxy itself) keep
+/// their own host name.
+#[derive(Debug)]
+struct NamedTls {
+    inner: RustlsConnector,
+    /// The server's authority (`host:port`) as in its URL, and `https://NAME/` to verify as.
+    name: Option<(String, ureq::http::Uri)>,
+}
+
+impl<In: Transport> Connector<In> for NamedTls {
+    type Out = <RustlsConnector as Connector<In>>::Out;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let renamed = self.name.as_ref().filter(|(authority, _)| {
+            details.needs_tls()
+                && details
+                    .uri
+                    .authority()
+                    .is_some_and(|a| a.as_str().eq_ignore_ascii_case(authority))
+        });
+        let Some((_, uri)) = renamed else {
+            return self.inner.connect(details, chained);
+        };
+        let named = ConnectionDetails {
+            uri,
+            addrs: details.addrs.clone(),
+            config: details.config,
+            request_level: details.request_level,
+            resolver: details.resolver,
+            now: details.now,
+            timeout: details.timeout,
+            current_time: details.current_time.clone(),
+            run_connector: details.run_connector.clone(),
+            register_shutdown: details.register_shutdown.clone(),
+        };
+        self.inner.connect(&named, chained)
+    }
+}
+
+/// The kubeconfig's `proxy-url` as ureq takes it: HTTP(S) CONNECT proxies; SOCKS and anything
+/// else refused with a message naming the (redacted) URL.
+fn proxy_of(url: &str, source: &crate::config::Source) -> Result<ureq::Proxy, Unknown> {
+    let shown = redact_url(url);
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    match scheme.as_str() {
+        "http" | "https" => ureq::Proxy::new(url).map_err(|_| {
+            Unknown(format!(
+                "proxy-url '{shown}' in {source} is not a valid proxy URL (want http://[user:password@]host:port)"
+            ))
+        }),
+        s if s.starts_with("socks") => Err(Unknown(format!(
+            "proxy-url '{shown}' in {source} is a SOCKS proxy, which the checks do not support: \
+             use an HTTP CONNECT proxy (http://host:port, e.g. squid or tinyproxy on the bastion) \
+             or reach the API server directly"
+        ))),
+        _ => Err(Unknown(format!(
+            "proxy-url '{shown}' in {source} is not an http:// or https:// URL (the checks \
+             support HTTP CONNECT proxies only)"
+        ))),
+    }
+}
+
+/// The secrets of a configuration, as [`Client::scrub`] replaces them: the token (as sent, and
+/// its `Bearer` header), userinfo parts and query values of the server and proxy URLs. Parts of
+/// fewer than 4 characters are left (they would blank out ordinary words; the URLs themselves
+/// are only ever shown redacted).
+fn secrets_of(cfg: &Config, auth_header: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(h) = auth_header {
+        out.push(h.to_string());
+        if let Some(t) = h.strip_prefix("Bearer ") {
+            out.push(t.to_string());
+        }
+    }
+    if let Auth::Token(t) = &cfg.auth {
+        out.push(String::from_utf8_lossy(&t.0).trim().to_string());
+    }
+    for url in std::iter::once(cfg.server.as_str()).chain(cfg.proxy_url.as_deref()) {
+        let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            out.push(userinfo.to_string());
+            // Sent as `Basic base64(userinfo)` when no token is (ureq's URL userinfo): a server
+            // echoing that header must not show it either.
+            out.push(base64_encode(userinfo.as_bytes()));
+            if let Some(d) = pct_decoded(userinfo) {
+                out.push(base64_encode(d.as_bytes()));
+            }
+            for part in userinfo.split(':') {
+                out.push(part.to_string());
+                if let Some(d) = pct_decoded(part) {
+                    out.push(d);
+                }
+            }
+        }
+        if let Some((_, q)) = rest.split_once('?') {
+            let q = q.split('#').next().unwrap_or(q);
+            out.push(q.to_string());
+            for pair in q.split('&') {
+                let v = pair.split_once('=').map(|(_, v)| v).unwrap_or(pair);
+                out.push(v.to_string());
+                if let Some(d) = pct_decoded(v) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out.retain(|s| s.chars().count() >= 4);
+    // Longest first, so that a secret containing another is replaced whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// Standard base64 with padding (for [`secrets_of`]).
+fn base64_encode(b: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for ch in b.chunks(3) {
+        let n = (ch[0] as u32) << 16
+            | (*ch.get(1).unwrap_or(&0) as u32) << 8
+            | *ch.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            out.push(if i <= ch.len() {
+                A[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// `%XX`-decoded `s`, when it has an escape and decodes to UTF-8.
+fn pct_decoded(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return None;
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).ok()?, 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `text` with each of `secrets` replaced by `…`.
+pub fn scrub_with(secrets: &[String], mut text: String) -> String {
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), "…");
+        }
+    }
+    text
+}
+
 /// A blocking API client bound to a deadline.
 pub struct Client {
     agent: ureq::Agent,
@@ -129,6 +311,14 @@ pub struct Client {
     pub description: String,
     ca_from: String,
     source: String,
+    /// The kubeconfig's `tls-server-name`, when set.
+    tls_server_name: Option<String>,
+    /// What no message may carry: the bearer token, the server URL's userinfo and query values,
+    /// the proxy URL's userinfo. A server (or proxy) that echoes them back in its error text
+    /// gets them replaced by `…` ([`Client::scrub`]).
+    secrets: Vec<String>,
+    /// The proxy, redacted, when `proxy-url` is set.
+    proxy_shown: Option<String>,
     /// Requests made: `(method path?query, status, items)` for `-vv` and tests.
     log: std::sync::Mutex<Vec<String>>,
 }
@@ -199,7 +389,7 @@ impl Client {
             // rather than failing every handshake with "unknown issuer".
             return Err(Unknown(format!(
                 "no certificate-authority for {} in {}: add certificate-authority(-data) \
-                 (or insecure-skip-tls-verify: true, not recommended)",
+                 (or insecure-skip-tls-verify: true with --allow-insecure-tls, not recommended)",
                 shown, cfg.source
             )));
         }
@@ -256,16 +446,70 @@ impl Client {
                 tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
             }
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        if cfg.insecure && !plain && !cfg.allow_insecure_tls {
+            // Checked after the credentials are read (a broken token file is said first), before
+            // anything is sent: nothing reaches the server.
+            return Err(Unknown(format!(
+                "the kubeconfig ({}) sets insecure-skip-tls-verify: true for server {}: refused \
+                 (the server's certificate would not be checked, so the credentials would go to \
+                 whoever answers at that address); give the cluster's CA as \
+                 certificate-authority(-data) instead (kubectl config set-cluster NAME \
+                 --certificate-authority=CA.crt --embed-certs), or pass --allow-insecure-tls to \
+                 accept it as kubectl does",
+                cfg.source, shown
+            )));
+        }
+        let proxy = cfg
+            .proxy_url
+            .as_deref()
+            .map(|u| proxy_of(u, &cfg.source))
+            .transpose()?;
+        let named = match &cfg.tls_server_name {
+            Some(name) => {
+                let uri: ureq::http::Uri = format!("https://{name}/").parse().map_err(|_| {
+                    Unknown(format!(
+                        "tls-server-name '{}' in {} is not a host name",
+                        plugin::render::truncate(name, 100),
+                        cfg.source
+                    ))
+                })?;
+                let authority = cfg
+                    .server
+                    .parse::<ureq::http::Uri>()
+                    .ok()
+                    .and_then(|u| {
+                        let host = u.host()?.to_string();
+                        Some(format!("{host}:{}", u.port_u16().unwrap_or(443)))
+                    })
+                    .unwrap_or_default();
+                Some((authority, uri))
+            }
+            None => None,
+        };
+        let config = ureq::Agent::config_builder()
             .tls_config(tls.build())
             .http_status_as_error(false)
-            .proxy(None)
+            .proxy(proxy)
             .max_redirects(0)
             .user_agent(concat!("k8s-storage-checks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        // ureq's default chain, less SOCKS (refused above) and native-tls, with TLS under the
+        // kubeconfig's tls-server-name.
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(TcpConnector::default())
+                .chain(NamedTls {
+                    inner: RustlsConnector::default(),
+                    name: named,
+                });
+        let agent = ureq::Agent::with_parts(
+            config,
+            connector,
+            ureq::unversioned::resolver::DefaultResolver::default(),
+        );
+        let proxy_shown = cfg.proxy_url.as_deref().map(redact_url);
         let description = format!(
-            "server {} from {}{}, CA {}, auth {}{}",
+            "server {} from {}{}, CA {}, auth {}{}{}{}",
             shown,
             cfg.source,
             cfg.context
@@ -279,12 +523,22 @@ impl Client {
                 cfg.auth.describe()
             },
             if cfg.insecure {
-                ", TLS verification OFF (insecure-skip-tls-verify in the kubeconfig)"
+                ", TLS verification OFF (insecure-skip-tls-verify in the kubeconfig, allowed by --allow-insecure-tls)"
             } else {
                 ""
-            }
+            },
+            cfg.tls_server_name
+                .as_ref()
+                .map(|n| format!(", tls-server-name {n}"))
+                .unwrap_or_default(),
+            proxy_shown
+                .as_ref()
+                .map(|p| format!(", through proxy {p}"))
+                .unwrap_or_default(),
         );
+        let secrets = secrets_of(cfg, auth_header.as_deref());
         Ok(Client {
+            secrets,
             agent,
             url: cfg.server.clone(),
             shown,
@@ -295,8 +549,16 @@ impl Client {
             description,
             ca_from: cfg.ca_from.clone(),
             source: cfg.source.to_string(),
+            tls_server_name: cfg.tls_server_name.clone(),
+            proxy_shown,
             log: Default::default(),
         })
+    }
+
+    /// `text` with every secret of this client replaced by `…`: every message a request can end
+    /// in goes through it, whatever the server or proxy put in its answer.
+    pub fn scrub(&self, text: String) -> String {
+        scrub_with(&self.secrets, text)
     }
 
     /// The server as messages show it (credentials in the URL redacted, see [`redact_url`]).
@@ -401,6 +663,21 @@ impl Client {
         query: &[(&str, &str)],
         body: Option<(&str, &[u8])>,
     ) -> Result<T, ApiError> {
+        self.send_inner(method, path, query, body)
+            .map_err(|e| ApiError {
+                status: e.status,
+                message: self.scrub(e.message),
+                error: Unknown(self.scrub(e.error.0)),
+            })
+    }
+
+    fn send_inner<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<(&str, &[u8])>,
+    ) -> Result<T, ApiError> {
         let left = request_budget(self.deadline);
         let shown = format!("{method} {}", show_request(path, query));
         let resp = self.call(method, path, query, body)?;
@@ -422,6 +699,15 @@ impl Client {
         path: &str,
         query: &[(&str, &str)],
     ) -> Result<T, Unknown> {
+        self.get_inner(path, query)
+            .map_err(|e| Unknown(self.scrub(e.0)))
+    }
+
+    fn get_inner<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, Unknown> {
         let left = request_budget(self.deadline);
         let shown = format!("GET {}", show_request(path, query));
         let body = self.get_raw(path, query)?;
@@ -437,7 +723,39 @@ impl Client {
 
     /// List `path` (a collection URL such as `/api/v1/pods`), following `continue` pages, calling
     /// `f` for every item as it is parsed. Returns the number of items.
-    pub fn list<T, F>(&self, path: &str, params: &ListParams, mut f: F) -> Result<usize, Unknown>
+    pub fn list<T, F>(&self, path: &str, params: &ListParams, f: F) -> Result<usize, Unknown>
+    where
+        T: DeserializeOwned,
+        F: FnMut(T),
+    {
+        self.list_of(path, params, None, f)
+    }
+
+    /// [`list`](Self::list), also requiring each page to say it is a `kind` (e.g. `NodeList`):
+    /// for lists whose items prove something (a node exists), where another list's items must
+    /// not pass for them.
+    pub fn list_of<T, F>(
+        &self,
+        path: &str,
+        params: &ListParams,
+        kind: Option<&str>,
+        f: F,
+    ) -> Result<usize, Unknown>
+    where
+        T: DeserializeOwned,
+        F: FnMut(T),
+    {
+        self.list_inner(path, params, kind, f)
+            .map_err(|e| Unknown(self.scrub(e.0)))
+    }
+
+    fn list_inner<T, F>(
+        &self,
+        path: &str,
+        params: &ListParams,
+        kind: Option<&str>,
+        mut f: F,
+    ) -> Result<usize, Unknown>
     where
         T: DeserializeOwned,
         F: FnMut(T),
@@ -470,7 +788,15 @@ impl Client {
             let res = read_list(BufReader::with_capacity(64 * 1024, &mut r), &mut f);
             list_bytes += r.read;
             let meta: ListMeta = res.map_err(|e| match r.exceeded {
-                true if cap < PAGE_MAX => self.over_cap(&shown, LIST_MAX, "a whole list"),
+                true if cap < PAGE_MAX => Unknown(format!(
+                    "API server {} kept paging {path}: {page} pages, {} items, more than {} in all \
+                     (LIST_MAX, the cap of a whole list): not read further (a server that never \
+                     ends its list, or a list too large for one run: narrow it with --namespace \
+                     or --node)",
+                    self.shown,
+                    total,
+                    plugin::fmt_bytes(LIST_MAX)
+                )),
                 true => self.over_cap(&shown, PAGE_MAX, "one page of a list"),
                 false => self.decode_error(e, &shown, left),
             })?;
@@ -481,6 +807,16 @@ impl Client {
                         "an object without items".to_string()
                     } else {
                         format!("kind {}", meta.kind)
+                    }
+                )));
+            }
+            if let Some(k) = kind.filter(|k| *k != meta.kind) {
+                return Err(Unknown(format!(
+                    "API server answered {shown} with {} instead of a {k}",
+                    if meta.kind.is_empty() {
+                        "a list without kind".to_string()
+                    } else {
+                        format!("kind {}", plugin::render::truncate(&meta.kind, 80))
                     }
                 )));
             }
@@ -624,8 +960,11 @@ mod tests {
             ca_pem: None,
             ca_from: "none".into(),
             insecure: false,
+            tls_server_name: None,
+            proxy_url: None,
             auth: Auth::TokenFile("/nonexistent/token-never-read".into()),
             allow_http: allow,
+            allow_insecure_tls: false,
         }
     }
 
@@ -643,6 +982,78 @@ mod tests {
             "{}",
             c.description
         );
+    }
+
+    #[test]
+    fn finding_6_insecure_skip_tls_verify_needs_allow_insecure_tls() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut cfg = http_config(false);
+        cfg.server = "https://127.0.0.1:1".into();
+        cfg.insecure = true;
+        cfg.auth = Auth::Token(crate::config::Secret(b"tok".to_vec()));
+        let e = Client::new(&cfg, deadline).err().unwrap();
+        assert!(e.0.contains("insecure-skip-tls-verify: true"), "{e}");
+        assert!(e.0.contains("refused"), "{e}");
+        assert!(e.0.contains("--allow-insecure-tls"), "{e}");
+        assert!(e.0.contains("--certificate-authority="), "{e}");
+        cfg.allow_insecure_tls = true;
+        let c = Client::new(&cfg, deadline).unwrap();
+        assert!(
+            c.description.contains("TLS verification OFF"),
+            "{}",
+            c.description
+        );
+    }
+
+    #[test]
+    fn finding_7_proxy_url_kinds() {
+        let src = Source::Flag("/tmp/kc".into());
+        assert!(proxy_of("http://u:p@127.0.0.1:3128", &src).is_ok());
+        assert!(proxy_of("https://proxy.lan:3129", &src).is_ok());
+        for (url, want) in [
+            ("socks5://u:PXSECRET@127.0.0.1:1080", "is a SOCKS proxy"),
+            ("socks5h://127.0.0.1:1080", "is a SOCKS proxy"),
+            ("ftp://u:PXSECRET@h:21", "not an http:// or https:// URL"),
+        ] {
+            let e = proxy_of(url, &src).unwrap_err();
+            assert!(e.0.contains(want), "{url}: {e}");
+            assert!(!e.0.contains("PXSECRET"), "{e}");
+        }
+        // Described, redacted, with tls-server-name.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut cfg = http_config(true);
+        cfg.proxy_url = Some("http://pxuser:PXSECRET@127.0.0.1:3128".into());
+        cfg.tls_server_name = Some("kubernetes".into());
+        let c = Client::new(&cfg, deadline).unwrap();
+        assert!(
+            c.description
+                .contains("tls-server-name kubernetes, through proxy http://…@127.0.0.1:3128"),
+            "{}",
+            c.description
+        );
+    }
+
+    #[test]
+    fn finding_5_secrets_are_scrubbed_from_every_message() {
+        let mut cfg = http_config(false);
+        cfg.server = "https://USER:PASS%40WORD@k8s:6443/p?token=QSECRET&x=1".into();
+        cfg.proxy_url = Some("http://pxuser:PXSECRET@proxy:3128".into());
+        cfg.auth = Auth::Token(crate::config::Secret(b"TOKENSECRET".to_vec()));
+        let secrets = secrets_of(&cfg, Some("Bearer TOKENSECRET"));
+        let text = "server echoed Bearer TOKENSECRET, TOKENSECRET, USER:PASS%40WORD, PASS@WORD, \
+                    token=QSECRET&x=1, QSECRET, pxuser:PXSECRET, PXSECRET"
+            .to_string();
+        let out = scrub_with(&secrets, text);
+        for s in ["TOKENSECRET", "PASS", "QSECRET", "PXSECRET", "pxuser"] {
+            assert!(!out.contains(s), "{s} in {out}");
+        }
+        assert!(out.starts_with("server echoed …"), "{out}");
+        // Short parts are left (the URL itself is only ever shown redacted).
+        assert_eq!(scrub_with(&secrets, "x=1 ok".into()), "x=1 ok");
+        // The userinfo as ureq sends it without a token: Basic base64("USER:PASS@WORD").
+        assert_eq!(base64_encode(b"martin:secret"), "bWFydGluOnNlY3JldA==");
+        let basic = format!("Basic {}", base64_encode(b"USER:PASS@WORD"));
+        assert_eq!(scrub_with(&secrets, basic), "Basic …");
     }
 
     #[test]

@@ -109,10 +109,19 @@ pub struct Config {
     pub ca_from: String,
     /// `insecure-skip-tls-verify: true` in the kubeconfig (never set otherwise).
     pub insecure: bool,
+    /// The cluster's `tls-server-name`: the name sent as SNI and verified in the server's
+    /// certificate instead of the URL's host (a server reached by IP or through a tunnel).
+    pub tls_server_name: Option<String>,
+    /// The cluster's `proxy-url`: an HTTP CONNECT proxy (`http://[user:pass@]host:port`) the
+    /// requests go through. May carry credentials: shown only through `client::redact_url`.
+    pub proxy_url: Option<String>,
     pub auth: Auth,
     /// `--allow-insecure-http`: a plain `http://` server is allowed (no credential is ever sent
     /// to one). Never set by a kubeconfig.
     pub allow_http: bool,
+    /// `--allow-insecure-tls`: the kubeconfig's `insecure-skip-tls-verify: true` is honoured
+    /// (refused otherwise). Never set by a kubeconfig.
+    pub allow_insecure_tls: bool,
 }
 
 // ------------------------------------------------------------------ kubeconfig file format
@@ -141,6 +150,8 @@ struct Cluster {
     certificate_authority: Option<String>,
     certificate_authority_data: Option<String>,
     insecure_skip_tls_verify: Option<bool>,
+    tls_server_name: Option<String>,
+    proxy_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -341,8 +352,21 @@ pub fn from_kubeconfig(
         ca_pem,
         ca_from,
         insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
+        tls_server_name: cluster
+            .tls_server_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        proxy_url: cluster
+            .proxy_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
         auth,
         allow_http: false,
+        allow_insecure_tls: false,
     })
 }
 
@@ -521,8 +545,11 @@ impl Lookup {
                     ca_pem: Some(read(&ca, "service account CA")?),
                     ca_from: ca.display().to_string(),
                     insecure: false,
+                    tls_server_name: None,
+                    proxy_url: None,
                     auth: Auth::TokenFile(token),
                     allow_http: false,
+                    allow_insecure_tls: false,
                 });
             }
             notes.push(format!(

@@ -82,6 +82,7 @@ pub fn config(api: &ApiArgs, ctx: &Ctx) -> Result<Config, Unknown> {
     }
     let mut cfg = cfg?;
     cfg.allow_http = api.allow_insecure_http;
+    cfg.allow_insecure_tls = api.allow_insecure_tls;
     if matches!(cfg.source, Source::Env(_)) {
         ctx.debug("kube config: $KUBECONFIG is a list: the first existing file is used, files are not merged");
     }
@@ -202,11 +203,16 @@ impl Client {
 }
 
 /// The cap of a `--pods-json`/`--pvs-json` document (`kubectl get pods -A -o json` of a 20 000-pod
-/// cluster is about 200 MiB). A regular file up to this size is mapped and parsed in memory:
-/// several times faster, and its pages are the page cache's (they count in the worker's RSS as
-/// file pages while touched, not as heap). Stdin and other non-regular files are streamed, read
-/// up to the same cap.
+/// cluster is about 200 MiB). A regular file up to [`JSON_MAP_MAX`] is mapped and parsed in
+/// memory (several times faster); a larger one, stdin and other non-regular files are streamed
+/// through a buffer, read up to this cap.
 pub const JSON_FILE_MAX: u64 = 256 << 20;
+
+/// The largest file mapped whole: its touched pages count in the worker's RSS (as file pages),
+/// so a mapped file of 200 MiB alone broke the 64 MiB budget (issue 27, finding 3: 666 MB for
+/// 10^6 stuck pods). Up to this (half the budget) the faster slice parser is used; past it the
+/// file is streamed.
+pub const JSON_MAP_MAX: u64 = 32 << 20;
 
 /// A JSON document as [`read_document`] hands it to its parser.
 pub enum Document<'a> {
@@ -249,7 +255,7 @@ pub fn read_document<T>(
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
             Ok(Some(len)) if len > JSON_FILE_MAX => return Err(over()),
-            Ok(Some(len)) => {
+            Ok(Some(len)) if len <= JSON_MAP_MAX => {
                 let doc = plugin::mapped::map(&file, len).map_err(|e| {
                     Unknown(format!(
                         "cannot read {what} {shown}: {}",

@@ -9,6 +9,9 @@ use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+/// At most this many node names of a `--pods-json` file are remembered (for [`confirm_node`]).
+pub const NODES_SEEN_MAX: usize = 10_000;
+
 /// What a scan of pods saw besides the pods it kept.
 #[derive(Default)]
 pub struct Scan {
@@ -35,7 +38,9 @@ pub fn scan_pods(
             ctx.stage(format!("reading {}", path.display()));
             read_json_list(path, "--pods-json", |p: Pod| {
                 if let Some(n) = p.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
-                    if !scan.nodes_seen.contains(n) {
+                    // Bounded: only names to compare with and to show (a file of 10^6 pods on
+                    // 10^6 nodes must not keep them all).
+                    if scan.nodes_seen.len() < NODES_SEEN_MAX && !scan.nodes_seen.contains(n) {
                         scan.nodes_seen.insert(n.to_string());
                     }
                 }
@@ -154,12 +159,17 @@ pub fn confirm_node(scan: &Scan, node: &str, guessed: bool) -> Result<NodeCheck,
         })
     };
     match got {
-        Ok(_) => Ok(NodeCheck::Exists),
+        Ok(v) => node_object(&v, node).map(|()| NodeCheck::Exists),
         Err(e) if e.status == Some(404) => {
             let mut nodes = BTreeSet::new();
-            client.list::<NodeMeta, _>("/api/v1/nodes", &ListParams::default(), |n| {
-                nodes.insert(n.metadata.name);
-            })?;
+            client.list_of::<NodeMeta, _>(
+                "/api/v1/nodes",
+                &ListParams::default(),
+                Some("NodeList"),
+                |n| {
+                    nodes.insert(n.metadata.name);
+                },
+            )?;
             judge(node, guessed, false, &nodes, "in the API")
         }
         Err(e) => Err(Unknown(format!(
@@ -167,6 +177,39 @@ pub fn confirm_node(scan: &Scan, node: &str, guessed: bool) -> Result<NodeCheck,
             e.error
         ))),
     }
+}
+
+/// The answer to `GET /api/v1/nodes/NAME` proves the node only when it is that Node: kind
+/// `Node` and `metadata.name` NAME. Any other 2xx JSON (a responder that answers every path with
+/// the same list, a proxy's page) is UNKNOWN, never taken for the node.
+pub fn node_object(v: &serde_json::Value, node: &str) -> Result<(), Unknown> {
+    let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(|k| k.as_str())
+        .unwrap_or("");
+    if kind == "Node" && name == node {
+        return Ok(());
+    }
+    let got = match (kind, name) {
+        ("", "") => "an object with neither kind nor name".to_string(),
+        ("", n) => format!(
+            "an object without kind named '{}'",
+            plugin::render::truncate(n, 80)
+        ),
+        (k, "") => format!("kind {}", plugin::render::truncate(k, 80)),
+        (k, n) => format!(
+            "{} '{}'",
+            plugin::render::truncate(k, 80),
+            plugin::render::truncate(n, 80)
+        ),
+    };
+    Err(Unknown(format!(
+        "no pod on node '{node}', and the API server answered GET /api/v1/nodes/{node} with {got} \
+         instead of the Node '{node}': whether that node exists cannot be told (is this a \
+         Kubernetes API server, or a proxy answering in its place? check the server URL in the \
+         kubeconfig)"
+    )))
 }
 
 /// What [`scan_node_pods`] found: the client (pods from the API), the filter finally used (the
@@ -254,6 +297,31 @@ mod tests {
             judge("worker-04", true, false, &nodes, "x"),
             Ok(NodeCheck::KnownAs("Worker-04.Example.COM".into()))
         );
+    }
+
+    #[test]
+    fn finding_6_node_confirmation_checks_kind_and_name() {
+        let node = |v: &str| serde_json::from_str::<serde_json::Value>(v).unwrap();
+        assert!(node_object(
+            &node(r#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"w1"}}"#),
+            "w1"
+        )
+        .is_ok());
+        for (v, want) in [
+            (
+                r#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#,
+                "with kind PodList instead of the Node 'w1'",
+            ),
+            (
+                r#"{"kind":"Node","metadata":{"name":"w2"}}"#,
+                "with Node 'w2' instead",
+            ),
+            (r#"{}"#, "neither kind nor name"),
+            (r#"[]"#, "neither kind nor name"),
+        ] {
+            let e = node_object(&node(v), "w1").unwrap_err();
+            assert!(e.0.contains(want), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -93,7 +93,10 @@ impl AgePolicy {
             .filter(|a| a.0 != Status::Ok)
             .collect();
         v.sort_by(|a, b| b.0.rank().cmp(&a.0.rank()).then(b.1.cmp(&a.1)));
-        Alerting { pods: v }
+        Alerting {
+            pods: v,
+            more: Dropped::default(),
+        }
     }
 }
 
@@ -102,24 +105,99 @@ impl AgePolicy {
 pub struct Alerting<'a, P> {
     /// (state, age in seconds, pod): worst first, then oldest.
     pub pods: Vec<(Status, i64, &'a P)>,
+    /// Alerting pods counted but not kept (past [`KEPT_MAX`]).
+    pub more: Dropped,
+}
+
+/// The alerting pods a scan counted but did not keep (it keeps the [`KEPT_MAX`] worst): their
+/// exact number, worst state and longest time in the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    pub count: usize,
+    pub worst: Status,
+    pub oldest: i64,
+}
+
+impl Default for Dropped {
+    fn default() -> Self {
+        Dropped {
+            count: 0,
+            worst: Status::Ok,
+            oldest: 0,
+        }
+    }
+}
+
+impl Dropped {
+    fn add(&mut self, status: Status, age: i64) {
+        self.count += 1;
+        self.worst = self.worst.worst(status);
+        self.oldest = self.oldest.max(age);
+    }
+}
+
+/// At most this many alerting pods are kept per run (the worst, then the oldest): memory stays
+/// bounded whatever the number of pods (10^6 stuck pods in a `--pods-json` file or from a
+/// paging API server), and the rest are counted exactly ("and 12 345 more pods").
+pub const KEPT_MAX: usize = 1000;
+
+/// `n` with its thousands grouped by a space ("12 345"), as the long output says counts.
+pub fn grouped(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
 }
 
 impl<P> Alerting<'_, P> {
+    /// How many alert: those kept and those only counted.
+    pub fn count(&self) -> usize {
+        self.pods.len() + self.more.count
+    }
+
     /// The worst state (OK when none alerts).
     pub fn status(&self) -> Status {
-        self.pods.iter().fold(Status::Ok, |acc, a| acc.worst(a.0))
+        self.pods
+            .iter()
+            .fold(self.more.worst, |acc, a| acc.worst(a.0))
     }
 
     /// The longest time in the state among them (0 when none).
     pub fn oldest(&self) -> i64 {
-        self.pods.iter().map(|a| a.1).max().unwrap_or(0)
+        self.pods
+            .iter()
+            .map(|a| a.1)
+            .max()
+            .unwrap_or(0)
+            .max(self.more.oldest)
     }
 
     /// The first three as `show` says them, ", …" when there are more.
     pub fn first_three(&self, show: impl Fn(i64, &P) -> String) -> String {
         let shown: Vec<String> = self.pods.iter().take(3).map(|a| show(a.1, a.2)).collect();
-        let more = if self.pods.len() > 3 { ", …" } else { "" };
+        let more = if self.count() > 3 { ", …" } else { "" };
         format!("{}{more}", shown.join(", "))
+    }
+
+    /// The long-output line for the alerting pods not kept, if any: "and 12 345 more pods
+    /// {what} (…)".
+    pub fn more_line(&self, what: &str) -> Option<plugin::Finding> {
+        (self.more.count > 0).then(|| {
+            plugin::Finding::new(
+                self.more.worst,
+                format!(
+                    "and {} more pods {what} (not listed: the {KEPT_MAX} worst are kept; the longest of them {})",
+                    grouped(self.more.count),
+                    age_text(self.more.oldest)
+                ),
+            )
+            .signal("more_pods")
+        })
     }
 
     /// The report: its state, `summary`, and the perfdata `in_scope` (label, count), the number
@@ -135,13 +213,70 @@ impl<P> Alerting<'_, P> {
         Report::new(self.status(), summary)
             .unit("pod", "pods")
             .perf(Perfdata::new(in_scope.0, in_scope.1 as f64).min(0.0))
-            .perf(Perfdata::new(alerting, self.pods.len() as f64).min(0.0))
+            .perf(Perfdata::new(alerting, self.count() as f64).min(0.0))
             .perf(
                 Perfdata::new(oldest, self.oldest() as f64)
                     .uom(Uom::Seconds)
                     .thresholds(&policy.thresholds())
                     .min(0.0),
             )
+    }
+}
+
+/// The `cap` worst items seen (by state, then age), in a heap: pushing one more returns the
+/// least bad of them, which the caller counts instead of keeping.
+struct Worst<P> {
+    cap: usize,
+    seq: u64,
+    heap: std::collections::BinaryHeap<Ranked<P>>,
+}
+
+/// An item ranked for [`Worst`]: the heap's top is the least bad (lowest state, then youngest,
+/// then the last seen).
+struct Ranked<P>(u8, i64, u64, Status, P);
+
+impl<P> PartialEq for Ranked<P> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.0, self.1, self.2) == (o.0, o.1, o.2)
+    }
+}
+impl<P> Eq for Ranked<P> {}
+impl<P> PartialOrd for Ranked<P> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<P> Ord for Ranked<P> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Reversed: the max-heap's top is the least bad.
+        (o.0, o.1, std::cmp::Reverse(o.2)).cmp(&(self.0, self.1, std::cmp::Reverse(self.2)))
+    }
+}
+
+impl<P> Worst<P> {
+    fn new(cap: usize) -> Self {
+        Worst {
+            cap,
+            seq: 0,
+            heap: std::collections::BinaryHeap::new(),
+        }
+    }
+
+    /// Keep `p` if it is among the `cap` worst; returns what is dropped (it, or the least bad).
+    fn push(&mut self, st: Status, age: i64, p: P) -> Option<(Status, i64, P)> {
+        self.seq += 1;
+        self.heap.push(Ranked(st.rank(), age, self.seq, st, p));
+        if self.heap.len() > self.cap {
+            return self.heap.pop().map(|r| (r.3, r.1, r.4));
+        }
+        None
+    }
+
+    /// The kept items in the order they came.
+    fn into_sorted(self) -> Vec<P> {
+        let mut v: Vec<Ranked<P>> = self.heap.into_vec();
+        v.sort_by_key(|r| r.2);
+        v.into_iter().map(|r| r.4).collect()
     }
 }
 
@@ -182,8 +317,15 @@ impl LastEvent {
 pub struct Scan<P> {
     /// Pods in scope.
     pub pods: usize,
-    /// Pods in the watched state (any age).
+    /// Pods in the watched state: from a scan, at most [`KEPT_MAX`] past the thresholds (the
+    /// worst, then the oldest) and [`KEPT_MAX`] not yet past them; the others are counted in
+    /// `young` and `more`.
     pub found: Vec<P>,
+    /// Pods in the watched state not yet past the thresholds, counted, not kept (past the
+    /// [`KEPT_MAX`] kept in `found`).
+    pub young: usize,
+    /// Pods past the thresholds counted but not kept.
+    pub more: Dropped,
     /// The explaining event per `namespace/name` of the pods past the thresholds.
     pub events: HashMap<String, LastEvent>,
     /// What was read, e.g. "on node k8s03" (for the summary).
@@ -197,6 +339,8 @@ impl<P> Default for Scan<P> {
         Scan {
             pods: 0,
             found: Vec::new(),
+            young: 0,
+            more: Dropped::default(),
             events: HashMap::new(),
             scope: String::new(),
             notes: Vec::new(),
@@ -256,18 +400,31 @@ impl StuckArgs {
         explain: Explain,
     ) -> Result<Scan<P>, Unknown> {
         let mut s = Scan::default();
+        let policy = self.policy();
+        let mut kept = Worst::new(KEPT_MAX);
+        let mut young = Vec::new();
         let read = self.scope.scan(host_name, ctx, |p: Pod| {
             s.pods += 1;
-            s.found.extend(classify(&p));
+            let Some(c) = classify(&p) else { return };
+            let (st, age) = (policy.judge(&c, now), c.age(now));
+            if st == Status::Ok {
+                if young.len() < KEPT_MAX {
+                    young.push(c);
+                } else {
+                    s.young += 1;
+                }
+            } else if let Some((st, age, _)) = kept.push(st, age, c) {
+                s.more.add(st, age);
+            }
         })?;
+        s.found = kept.into_sorted();
+        let alerting = s.found.len();
+        s.found.extend(young);
         s.scope = read.filter.describe();
         s.notes.extend(read.note);
         if !self.no_events {
-            let policy = self.policy();
-            let alerting: Vec<(String, String)> = s
-                .found
+            let alerting: Vec<(String, String)> = s.found[..alerting]
                 .iter()
-                .filter(|p| policy.judge(*p, now) != Status::Ok)
                 .map(|p| (p.pod().namespace.clone(), p.pod().name.clone()))
                 .collect();
             let ev = crate::events::latest_per_pod(
@@ -348,6 +505,49 @@ mod tests {
         assert_eq!((none.status(), none.oldest()), (Status::Ok, 0));
         assert_eq!(pods[0].0.node_shown(), "?");
         assert_eq!(pods[0].0.key(), "ns/young");
+    }
+
+    #[test]
+    fn finding_3_only_the_worst_are_kept_the_rest_counted() {
+        let mut w = Worst::new(2);
+        let mut more = Dropped::default();
+        for (st, age, name) in [
+            (Status::Warning, 400, "w400"),
+            (Status::Critical, 700, "c700"),
+            (Status::Warning, 500, "w500"),
+            (Status::Critical, 650, "c650"),
+            (Status::Warning, 900, "w900"),
+        ] {
+            if let Some((st, age, _)) = w.push(st, age, name) {
+                more.add(st, age);
+            }
+        }
+        assert_eq!(w.into_sorted(), ["c700", "c650"]);
+        assert_eq!(
+            more,
+            Dropped {
+                count: 3,
+                worst: Status::Warning,
+                oldest: 900
+            }
+        );
+        assert_eq!(grouped(12345), "12 345");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000000), "1 000 000");
+        // The counted ones are in the state, the count and the oldest.
+        let pods = [p("a", 0)];
+        let mut a = policy().alerting(&pods, 1000);
+        a.more = more;
+        assert_eq!(
+            (a.count(), a.status(), a.oldest()),
+            (4, Status::Critical, 1000)
+        );
+        let line = a.more_line("stuck").unwrap();
+        assert!(
+            line.text.starts_with("and 3 more pods stuck (not listed"),
+            "{}",
+            line.text
+        );
     }
 
     #[test]

@@ -35,6 +35,40 @@ impl Client {
 
     pub(super) fn transport_error(&self, e: ureq::Error, shown: &str, left: Duration) -> Unknown {
         use ureq::Error as E;
+        let Some(proxy) = &self.proxy_shown else {
+            return self.direct_error(e, shown, left);
+        };
+        let server = &self.shown;
+        match e {
+            E::ConnectProxyFailed(why) => Unknown(format!(
+                "proxy {proxy} (proxy-url in {}) did not open a tunnel to API server {server} for \
+                 {shown}: {} (does the proxy allow CONNECT to that port, and are its credentials right?)",
+                self.source,
+                plugin::render::truncate(&why, 200)
+            )),
+            E::Io(io)
+                if io.kind() == std::io::ErrorKind::ConnectionRefused
+                    && io.get_ref().is_none_or(|i| !i.is::<rustls::Error>()) =>
+            {
+                Unknown(format!(
+                    "cannot connect to proxy {proxy} (proxy-url in {}): connection refused (is the \
+                     proxy running, and is this its address?)",
+                    self.source
+                ))
+            }
+            E::HostNotFound => Unknown(format!(
+                "cannot resolve the host of proxy {proxy} (proxy-url in {})",
+                self.source
+            )),
+            other => {
+                let u = self.direct_error(other, shown, left);
+                Unknown(format!("{} (through proxy {proxy})", u.0))
+            }
+        }
+    }
+
+    fn direct_error(&self, e: ureq::Error, shown: &str, left: Duration) -> Unknown {
+        use ureq::Error as E;
         let server = &self.shown;
         match e {
             E::Timeout(_) => Unknown(format!(
@@ -90,7 +124,18 @@ impl Client {
             rustls::Error::InvalidCertificate(c) => match c {
                 C::UnknownIssuer => "certificate signed by an unknown authority".to_string(),
                 C::NotValidForName | C::NotValidForNameContext { .. } => {
-                    format!("certificate is not valid for the name {}", self.host)
+                    match &self.tls_server_name {
+                        Some(n) => format!(
+                            "certificate is not valid for the name {n} (the kubeconfig's \
+                             tls-server-name: set it to a name the certificate carries)"
+                        ),
+                        None => format!(
+                            "certificate is not valid for the name {} (reached by another name or \
+                             by IP? set the kubeconfig's tls-server-name to a name the \
+                             certificate carries)",
+                            self.host
+                        ),
+                    }
                 }
                 C::Expired | C::ExpiredContext { .. } => "certificate has expired".to_string(),
                 C::NotValidYet | C::NotValidYetContext { .. } => {
