@@ -17,7 +17,7 @@
 use e2e::apiserver::Fault;
 use e2e::engines::{
     free_port, notify_script, pages, report, start_nrpe, wait_for, Daemon, Incident, Intervals,
-    Node, NrpeTls, Page, ALL_CHECKS, CHECKS, EXT4_PV, EXT4_PVC, NODE,
+    Node, NrpeTls, Page, ALL_CHECKS, EXT4_PV, EXT4_PVC, NODE,
 };
 use e2e::{need_root, need_tool, workspace_root, Cmd};
 use std::collections::BTreeMap;
