@@ -373,7 +373,10 @@ impl Node {
         // The plugin directory: copies of the release binaries (like `make install PLUGINDIR=`).
         let plugin_dir = w.join("plugins");
         std::fs::create_dir_all(&plugin_dir).unwrap();
-        for c in ALL_CHECKS.iter().chain(["k8s-storage-checks-textfile"].iter()) {
+        for c in ALL_CHECKS
+            .iter()
+            .chain(["k8s-storage-checks-textfile"].iter())
+        {
             std::fs::copy(bin(c), plugin_dir.join(c)).unwrap();
             chmod(&plugin_dir.join(c), 0o755);
         }
@@ -493,7 +496,8 @@ impl Node {
         });
         let i = self.extra.len() - 1;
         self.mount_extra(i);
-        self.api.add("persistentvolumes", vec![pv(&pv_name, ns, pvc, DRIVER)]);
+        self.api
+            .add("persistentvolumes", vec![pv(&pv_name, ns, pvc, DRIVER)]);
         self.api.set("pods", self.healthy_pods());
         i
     }
@@ -872,27 +876,60 @@ impl NrpeTls {
             assert_eq!(o.code, 0, "openssl {args:?}: {o:?}");
         };
         let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=k8s-storage-checks NRPE CA"];
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec![
+            "req",
+            "-x509",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=k8s-storage-checks NRPE CA",
+        ];
         ca.extend(ec);
         let (cak, cac) = (p("ca.key"), p("ca.crt"));
         ca.extend(["-keyout", &cak, "-out", &cac]);
         ossl(&ca);
         for (name, cn) in [("nrpe", NODE), ("client", "nagios")] {
-            let (key, csr, crt) = (p(&format!("{name}.key")), p(&format!("{name}.csr")), p(&format!("{name}.crt")));
+            let (key, csr, crt) = (
+                p(&format!("{name}.key")),
+                p(&format!("{name}.csr")),
+                p(&format!("{name}.crt")),
+            );
             let subj = format!("/CN={cn}");
             let mut req = vec!["req", "-subj", &subj, "-keyout", &key, "-out", &csr];
             req.extend(ec);
             ossl(&req);
             ossl(&[
-                "x509", "-req", "-days", "2", "-in", &csr, "-CA", &cac, "-CAkey", &cak,
-                "-CAcreateserial", "-out", &crt,
+                "x509",
+                "-req",
+                "-days",
+                "2",
+                "-in",
+                &csr,
+                "-CA",
+                &cac,
+                "-CAkey",
+                &cak,
+                "-CAcreateserial",
+                "-out",
+                &crt,
             ]);
         }
-        let chown = Cmd::new("chown").args(["-R", "nagios:nagios"]).arg(dir).run();
+        let chown = Cmd::new("chown")
+            .args(["-R", "nagios:nagios"])
+            .arg(dir)
+            .run();
         assert_eq!(chown.code, 0, "{chown:?}");
         chmod(dir, 0o750);
-        NrpeTls { dir: dir.to_path_buf() }
+        NrpeTls {
+            dir: dir.to_path_buf(),
+        }
     }
 
     /// `check_nrpe`'s certificate options: `-C client.crt -K client.key -A ca.crt`.
@@ -1018,7 +1055,11 @@ pub fn pages(file: &Path) -> Vec<Page> {
                     }
                 }
             } else {
-                cur = Some((h.split('\t').map(str::to_string).collect(), String::new(), String::new()));
+                cur = Some((
+                    h.split('\t').map(str::to_string).collect(),
+                    String::new(),
+                    String::new(),
+                ));
             }
         } else if let Some((_, subject, body)) = cur.as_mut() {
             if subject.is_empty() {

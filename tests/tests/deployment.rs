@@ -788,7 +788,10 @@ fn role_on_this_machine(t: &str, mode: &str) {
     let plain = Cmd::new(CHECK_NRPE)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .run();
-    assert_ne!(plain.code, 0, "NRPE served a client without a certificate: {plain:?}");
+    assert_ne!(
+        plain.code, 0,
+        "NRPE served a client without a certificate: {plain:?}"
+    );
     for c in &checks {
         let out = Cmd::new(CHECK_NRPE)
             .args([
@@ -1181,8 +1184,10 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     let tls = std::fs::read_to_string(root.join("etc/nrpe.d").join(NRPE_TLS_FILE)).unwrap();
     let tls_dir = root.join("etc/nagios/k8s-storage-checks");
     assert!(
-        tls.contains(&format!("ssl_privatekey_file={}/nrpe.key", tls_dir.display()))
-            && tls.contains("ssl_client_certs=2"),
+        tls.contains(&format!(
+            "ssl_privatekey_file={}/nrpe.key",
+            tls_dir.display()
+        )) && tls.contains("ssl_client_certs=2"),
         "{tls}"
     );
     let key = std::fs::metadata(tls_dir.join("nrpe.key")).unwrap();

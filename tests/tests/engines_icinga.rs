@@ -87,13 +87,27 @@ impl Icinga {
         let mut checks =
             std::fs::read_to_string(workspace_root().join("icinga2/k8s-storage-checks.conf"))
                 .unwrap();
+        // The shipped template has the documented intervals (README, bench/time_to_alert).
+        let doc = Intervals::DOCUMENTED;
         for (k, v) in [
-            ("check_interval = 5m", format!("check_interval = {}s", iv.check)),
-            ("retry_interval = 1m", format!("retry_interval = {}s", iv.retry)),
-            ("max_check_attempts = 3", format!("max_check_attempts = {}", iv.attempts)),
+            (
+                format!("check_interval = {}m", doc.check),
+                format!("check_interval = {}s", iv.check),
+            ),
+            (
+                format!("retry_interval = {}m", doc.retry),
+                format!("retry_interval = {}s", iv.retry),
+            ),
+            (
+                format!("max_check_attempts = {}", doc.attempts),
+                format!("max_check_attempts = {}", iv.attempts),
+            ),
         ] {
-            assert!(checks.contains(k), "icinga2/k8s-storage-checks.conf lacks {k:?}");
-            checks = checks.replace(k, &v);
+            assert!(
+                checks.contains(&k),
+                "icinga2/k8s-storage-checks.conf lacks {k:?}"
+            );
+            checks = checks.replace(&k, &v);
         }
         std::fs::write(dir.join("k8s-storage-checks.conf"), checks).unwrap();
         let notify = dir.join("k8s-storage-notify");
@@ -105,7 +119,10 @@ impl Icinga {
         assert!(notifications.contains("\"/usr/local/bin/k8s-storage-notify\""));
         std::fs::write(
             dir.join("k8s-storage-notifications.conf"),
-            notifications.replace("/usr/local/bin/k8s-storage-notify", notify.to_str().unwrap()),
+            notifications.replace(
+                "/usr/local/bin/k8s-storage-notify",
+                notify.to_str().unwrap(),
+            ),
         )
         .unwrap();
         // The operator's part: the node (an agent: the checks run on its endpoint, here the
@@ -279,7 +296,11 @@ object User "storage-oncall" {{
             return false;
         };
         ALL_CHECKS.iter().all(|c| {
-            let host = if CLUSTER_CHECKS.contains(c) { CLUSTER } else { NODE };
+            let host = if CLUSTER_CHECKS.contains(c) {
+                CLUSTER
+            } else {
+                NODE
+            };
             q.get(&format!("{host}!{c}")).is_some_and(|a| {
                 !a["last_check_result"].is_null()
                     && a["state"].as_f64() == Some(0.0)
@@ -343,10 +364,14 @@ fn new_pages(ic: &std::cell::RefCell<Icinga>, seen: usize) -> Vec<Page> {
 fn assert_page(p: &Page, state: &str, names: &str) {
     assert_eq!(p.state, state, "{p:#?}");
     assert!(
-        p.subject.contains(&format!("{}/{} is {state}", p.host, p.service)),
+        p.subject
+            .contains(&format!("{}/{} is {state}", p.host, p.service)),
         "{p:#?}"
     );
-    assert!(p.body.contains(names), "the page should name {names}: {p:#?}");
+    assert!(
+        p.body.contains(names),
+        "the page should name {names}: {p:#?}"
+    );
     assert!(p.body.contains("next: "), "no next step: {p:#?}");
     assert!(p.body.contains("runbook: "), "no runbook: {p:#?}");
     if p.service == "check_ro_pvc_mounts" {
@@ -453,7 +478,13 @@ fn icinga2_pages_for_every_incident_and_recovers() {
             perf.iter().all(|p| p.contains('=') && !p.contains(' ')),
             "{svc}: perfdata not split into values: {perf:?}"
         );
-        report("icinga2", inc, iv, "first non-OK result", first.as_secs_f64());
+        report(
+            "icinga2",
+            inc,
+            iv,
+            "first non-OK result",
+            first.as_secs_f64(),
+        );
         report("icinga2", inc, iv, "HARD CRITICAL", to_hard.as_secs_f64());
         report(
             "icinga2",
@@ -526,7 +557,10 @@ fn icinga2_pages_for_every_incident_and_recovers() {
         );
         let p = new_pages(&icinga, seen).into_iter().next().unwrap();
         assert_page(&p, "CRITICAL", pod);
-        assert!(p.subject.contains(&format!("newly failing: {pv}")), "{p:#?}");
+        assert!(
+            p.subject.contains(&format!("newly failing: {pv}")),
+            "{p:#?}"
+        );
     }
     let seen = icinga.borrow().pages().len();
     icinga.borrow_mut().wait_checks(svc, 2, hard_limit);
@@ -570,7 +604,11 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     wait_for(
         "the ACKNOWLEDGEMENT notification",
         hard_limit,
-        || new_pages(&icinga, seen).iter().any(|p| p.kind == "ACKNOWLEDGEMENT"),
+        || {
+            new_pages(&icinga, seen)
+                .iter()
+                .any(|p| p.kind == "ACKNOWLEDGEMENT")
+        },
         ctx,
     );
     let seen = icinga.borrow().pages().len();
@@ -618,9 +656,7 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     );
     icinga.borrow_mut().wait_checks(svc, 2, hard_limit);
     assert!(
-        new_pages(&icinga, seen)
-            .iter()
-            .all(|p| p.kind != "PROBLEM"),
+        new_pages(&icinga, seen).iter().all(|p| p.kind != "PROBLEM"),
         "a service in downtime paged: {}",
         ctx()
     );

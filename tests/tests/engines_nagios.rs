@@ -68,6 +68,7 @@ const PATH_KEYS: [&str; 12] = [
 ///   states from) is written; it changes nothing that is checked, alerted or notified.
 /// - `use_syslog=0`: the log goes to the test's log_file only, not the machine's syslog.
 /// - `check_for_updates=0`: no request to nagios.org (the test machine has no network).
+///
 /// The reaper (`check_result_reaper_frequency=10`) stays as shipped: Nagios 4 handles the results
 /// of its workers as they arrive; the reaper only reads spooled (passive) results.
 const TEST_ONLY: [(&str, &str); 4] = [
@@ -135,7 +136,10 @@ fn main_cfg(dir: &Path) -> String {
         assert!(seen.iter().any(|s| s == k), "{k} is not in {STOCK_CFG}");
     }
     let ours = std::fs::read_to_string(workspace_root().join("nagios/nagios-main.cfg")).unwrap();
-    for l in ours.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for l in ours
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let k = l.split_once('=').unwrap().0;
         out = out
             .lines()
@@ -168,7 +172,10 @@ impl Nagios {
         let tls_dir = format!("{}/", tls.dir.display());
         let mut objects = shipped
             .replace("/etc/nagios4/k8s-storage-checks/", &tls_dir)
-            .replace("-H $HOSTADDRESS$ ", &format!("-H $HOSTADDRESS$ -p {nrpe_port} "))
+            .replace(
+                "-H $HOSTADDRESS$ ",
+                &format!("-H $HOSTADDRESS$ -p {nrpe_port} "),
+            )
             .replace(
                 "/usr/local/bin/k8s-storage-notify --state-dir /var/lib/nagios4/k8s-storage-notify",
                 &format!(
@@ -176,16 +183,28 @@ impl Nagios {
                     notify.display()
                 ),
             );
+        // The shipped template has the documented intervals (README, bench/time_to_alert), in
+        // minutes; the test's are the same numbers in seconds, or shorter ones.
+        let doc = Intervals::DOCUMENTED;
         for (k, v) in [
-            ("check_interval          5", format!("check_interval          {}", iv.check)),
-            ("retry_interval          1", format!("retry_interval          {}", iv.retry)),
             (
-                "max_check_attempts      3",
+                format!("check_interval          {}", doc.check),
+                format!("check_interval          {}", iv.check),
+            ),
+            (
+                format!("retry_interval          {}", doc.retry),
+                format!("retry_interval          {}", iv.retry),
+            ),
+            (
+                format!("max_check_attempts      {}", doc.attempts),
                 format!("max_check_attempts      {}", iv.attempts),
             ),
         ] {
-            assert!(objects.contains(k), "nagios/k8s-storage-checks.cfg lacks {k:?}");
-            objects = objects.replace(k, &v);
+            assert!(
+                objects.contains(&k),
+                "nagios/k8s-storage-checks.cfg lacks {k:?}"
+            );
+            objects = objects.replace(&k, &v);
         }
         assert!(objects.contains(&format!("-p {nrpe_port}")) && objects.contains(&tls_dir));
         std::fs::write(dir.join("conf.d/k8s-storage-checks.cfg"), objects).unwrap();
@@ -235,7 +254,8 @@ define contact {{
             v.stdout
         );
         assert!(
-            v.stdout.contains(&format!("Checked {} services.", ALL_CHECKS.len())),
+            v.stdout
+                .contains(&format!("Checked {} services.", ALL_CHECKS.len())),
             "one service per check (seven per node, two per cluster):\n{}",
             v.stdout
         );
@@ -291,13 +311,13 @@ define contact {{
 
     fn all_ok(&mut self) -> bool {
         ALL_CHECKS.iter().all(|c| {
-                let host = if CLUSTER_CHECKS.contains(c) {
-                    CLUSTER
-                } else {
-                    HOST
-                };
-                self.state(host, c) == Some((0, true))
-            })
+            let host = if CLUSTER_CHECKS.contains(c) {
+                CLUSTER
+            } else {
+                HOST
+            };
+            self.state(host, c) == Some((0, true))
+        })
     }
 
     fn pages(&self) -> Vec<Page> {
@@ -421,7 +441,13 @@ fn nagios_pages_for_every_incident_and_recovers() {
             si.is_some() && hi.is_some() && si < hi,
             "{soft} then {hard} expected:\n{log}"
         );
-        report("nagios", inc, iv, "first non-OK result", first.as_secs_f64());
+        report(
+            "nagios",
+            inc,
+            iv,
+            "first non-OK result",
+            first.as_secs_f64(),
+        );
         report("nagios", inc, iv, "HARD CRITICAL", to_hard.as_secs_f64());
         report(
             "nagios",
@@ -514,7 +540,11 @@ fn nagios_pages_for_every_incident_and_recovers() {
             "the page should say which volume is new: {p:#?}"
         );
         assert!(
-            p.body.lines().next().unwrap().contains(&format!("{} of", i + 2)),
+            p.body
+                .lines()
+                .next()
+                .unwrap()
+                .contains(&format!("{} of", i + 2)),
             "{p:#?}"
         );
     }
@@ -667,14 +697,25 @@ fn nagios_pages_for_every_incident_and_recovers() {
     let plain = Cmd::new(CHECK_NRPE)
         .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-c", svc])
         .run();
-    assert_ne!(plain.code, 0, "NRPE served a client without a certificate: {plain:?}");
+    assert_ne!(
+        plain.code, 0,
+        "NRPE served a client without a certificate: {plain:?}"
+    );
     let other = NrpeTls::generate(&node.work.path().join("tls-other"));
-    let mut args = vec!["-H".to_string(), "127.0.0.1".into(), "-p".into(), port.to_string()];
+    let mut args = vec![
+        "-H".to_string(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string(),
+    ];
     args.extend(other.client_args().into_iter().take(4));
     args.extend(["-A".into(), tls.dir.join("ca.crt").display().to_string()]);
     args.extend(["-c".into(), svc.into()]);
     let foreign = Cmd::new(CHECK_NRPE).args(args.iter()).run();
-    assert_ne!(foreign.code, 0, "NRPE served a certificate of another CA: {foreign:?}");
+    assert_ne!(
+        foreign.code, 0,
+        "NRPE served a certificate of another CA: {foreign:?}"
+    );
 
     // --- NRPE v2 packets (check_nrpe -2, an old client or server): 40 pods stuck on the node
     // make a long output; the status line and perfdata survive, and either the findings or a
@@ -690,11 +731,21 @@ fn nagios_pages_for_every_incident_and_recovers() {
             )
         }),
     );
-    let mut args = vec!["-2".to_string(), "-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
+    let mut args = vec![
+        "-2".to_string(),
+        "-H".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string(),
+    ];
     args.extend(tls.client_args());
     args.extend(["-c".into(), "check_stuck_scheduled".into()]);
     let v2 = Cmd::new(CHECK_NRPE).args(args.iter()).run();
-    println!("check_nrpe -2 answered ({} bytes):\n{}", v2.stdout.len(), v2.stdout);
+    println!(
+        "check_nrpe -2 answered ({} bytes):\n{}",
+        v2.stdout.len(),
+        v2.stdout
+    );
     assert_eq!(v2.code, 2, "{v2:?}");
     let first = v2.stdout.lines().next().unwrap_or("");
     assert!(
@@ -702,8 +753,7 @@ fn nagios_pages_for_every_incident_and_recovers() {
         "the status line and perfdata should survive v2: {v2:?}"
     );
     assert!(
-        v2.stdout.lines().nth(1).is_some_and(|l| l.starts_with('['))
-            || first.contains("more"),
+        v2.stdout.lines().nth(1).is_some_and(|l| l.starts_with('[')) || first.contains("more"),
         "neither findings nor a way to see the rest: {v2:?}"
     );
     node.clear(Incident::StuckScheduled);
@@ -737,10 +787,14 @@ fn nagios_pages_for_every_incident_and_recovers() {
 fn assert_page(p: &Page, state: &str, names: &str) {
     assert_eq!(p.state, state, "{p:#?}");
     assert!(
-        p.subject.contains(&format!("{}/{} is {state}", p.host, p.service)),
+        p.subject
+            .contains(&format!("{}/{} is {state}", p.host, p.service)),
         "{p:#?}"
     );
-    assert!(p.body.contains(names), "the page should name {names}: {p:#?}");
+    assert!(
+        p.body.contains(names),
+        "the page should name {names}: {p:#?}"
+    );
     assert!(p.body.contains("next: "), "no next step: {p:#?}");
     assert!(p.body.contains("runbook: "), "no runbook: {p:#?}");
     assert!(
@@ -752,7 +806,10 @@ fn assert_page(p: &Page, state: &str, names: &str) {
             p.body.contains("/volumes/kubernetes.io~csi/"),
             "the mount path lost its ~: {p:#?}"
         );
-        assert!(p.body.contains(EXT4_PV) || p.body.contains("pvc-"), "{p:#?}");
+        assert!(
+            p.body.contains(EXT4_PV) || p.body.contains("pvc-"),
+            "{p:#?}"
+        );
     }
 }
 
