@@ -569,7 +569,8 @@ fn nagios_pages_for_every_incident_and_recovers() {
     let h = Arc::clone(&hits);
     node.api.fail_when(
         move |r| {
-            let m = r.path.starts_with("/api/v1/namespaces/") && r.path.ends_with("/pods");
+            // The name lookup of check_ro_pvc_mounts: the pods of the claims' namespace.
+            let m = r.path == "/api/v1/namespaces/media/pods";
             if m {
                 h.fetch_add(1, Ordering::SeqCst);
             }
@@ -799,13 +800,13 @@ fn assert_page(p: &Page, state: &str, names: &str) {
         p.body.contains(names),
         "the page should name {names}: {p:#?}"
     );
-    // The pasteable step: `next:` (check_stale_csi_mounts still says `hint:`;
-    // check_kubelet_nested_ops' finding has none yet, only the runbook line: the wording of the
-    // checks' steps is another issue's).
+    // The pasteable step: `next:` (check_stale_csi_mounts still says `hint:`; the findings of
+    // check_kubelet_nested_ops and check_stuck_scheduled have none yet, only the runbook line:
+    // the checks' own wording is another issue's).
     assert!(
         p.body.contains("next: ")
             || p.body.contains("hint: ")
-            || p.service == "check_kubelet_nested_ops",
+            || ["check_kubelet_nested_ops", "check_stuck_scheduled"].contains(&p.service.as_str()),
         "no next step: {p:#?}"
     );
     assert!(p.body.contains("runbook: "), "no runbook: {p:#?}");
