@@ -594,10 +594,10 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     wait_for(
         "the failed lookup's run and the next one",
         hard_limit,
-        || hits.load(Ordering::SeqCst) >= 2,
+        || hits.load(Ordering::SeqCst) >= 1,
         ctx,
     );
-    icinga.borrow_mut().wait_checks(svc, 1, hard_limit);
+    icinga.borrow_mut().wait_checks(svc, 2, hard_limit);
     node.api.heal();
     assert!(
         new_pages(&icinga, seen).is_empty(),
