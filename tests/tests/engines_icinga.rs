@@ -303,7 +303,7 @@ object User "storage-oncall" {{
             } else {
                 NODE
             };
-            q.get(&format!("{host}!{c}")).is_some_and(|a| {
+            q.get(&format!("{host}!{}", svc_of(c))).is_some_and(|a| {
                 !a["last_check_result"].is_null()
                     && a["state"].as_f64() == Some(0.0)
                     && a["state_type"].as_f64() == Some(1.0)
@@ -357,6 +357,11 @@ object User "storage-oncall" {{
     }
 }
 
+/// The service the shipped apply rule makes for a check: named like its CheckCommand.
+fn svc_of(check: &str) -> String {
+    format!("k8s_{}", check.trim_start_matches("check_"))
+}
+
 fn new_pages(ic: &std::cell::RefCell<Icinga>, seen: usize) -> Vec<Page> {
     ic.borrow().pages().into_iter().skip(seen).collect()
 }
@@ -380,11 +385,11 @@ fn assert_page(p: &Page, state: &str, names: &str) {
     assert!(
         p.body.contains("next: ")
             || p.body.contains("hint: ")
-            || ["check_kubelet_nested_ops", "check_stuck_scheduled"].contains(&p.service.as_str()),
+            || ["k8s_kubelet_nested_ops", "k8s_stuck_scheduled"].contains(&p.service.as_str()),
         "no next step: {p:#?}"
     );
     assert!(p.body.contains("runbook: "), "no runbook: {p:#?}");
-    if p.service == "check_ro_pvc_mounts" {
+    if p.service == "k8s_ro_pvc_mounts" {
         assert!(p.body.contains("/volumes/kubernetes.io~csi/"), "{p:#?}");
     }
 }
@@ -425,7 +430,7 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     assert!(icinga.borrow().pages().is_empty(), "{}", ctx());
 
     for inc in Incident::ALL {
-        let svc = inc.check();
+        let svc = &svc_of(inc.check());
         let seen = icinga.borrow().pages().len();
         let t0 = Instant::now();
         node.inject(inc);
@@ -455,7 +460,7 @@ fn icinga2_pages_for_every_incident_and_recovers() {
         );
         let to_hard = t0.elapsed();
         let attrs = icinga.borrow_mut().attrs(NODE, svc).unwrap();
-        let problem = |p: &Page| p.kind == "PROBLEM" && p.service == svc;
+        let problem = |p: &Page| p.kind == "PROBLEM" && p.service == *svc;
         wait_for(
             &format!("the PROBLEM notification of {svc}"),
             Duration::from_secs(20),
@@ -525,7 +530,7 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     }
 
     // --- Three fault/recovery cycles in a row: each pages and recovers. ---
-    let svc = "check_ro_pvc_mounts";
+    let svc = &svc_of("check_ro_pvc_mounts");
     for cycle in 1..=3 {
         let seen = icinga.borrow().pages().len();
         node.inject(Incident::Ext4ReadOnly);
