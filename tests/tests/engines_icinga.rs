@@ -709,3 +709,76 @@ fn icinga2_pages_for_every_incident_and_recovers() {
     let left = e2e::fuse::processes_with(&marker);
     assert!(left.is_empty(), "processes left running: {left:?}");
 }
+
+/// The fleet layout validates with the real `icinga2 daemon -C`: `icinga2/zones.conf.example`
+/// (master, satellite, agents), the CheckCommands, service template and apply rule, and the
+/// notifications, with the example's hosts (a node in the satellite's zone, the cluster) and an
+/// on-call user: one service per listed check, one notification per service.
+#[test]
+fn icinga2_zones_example_and_notifications_validate() {
+    let t = "icinga2_zones_example_and_notifications_validate";
+    if !need_tool(t, "icinga2") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let root = workspace_root().join("icinga2");
+    let node_checks: Vec<String> = ALL_CHECKS
+        .iter()
+        .filter(|c| !CLUSTER_CHECKS.contains(c))
+        .map(|c| format!("\"{}\"", svc_of(c)))
+        .collect();
+    let cluster_checks: Vec<String> = CLUSTER_CHECKS
+        .iter()
+        .map(|c| format!("\"{}\"", svc_of(c)))
+        .collect();
+    let cfg = work.path().join("icinga2.conf");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"const PluginDir = "/usr/lib/nagios/plugins"
+const NodeName = "icinga-master"
+const ZoneName = "master"
+include <itl>
+include <plugins>
+include "{zones}"
+include "{checks}"
+include "{notifications}"
+object NotificationComponent "notification" {{ }}
+object Host "node-1" {{
+  check_command = "dummy"
+  zone = "prod"
+  vars.agent_endpoint = name
+  vars.k8s_storage_checks = [ {node_checks} ]
+  vars.k8s_stuck_scheduled_node = name
+  vars.k8s_stuck_terminating_node = name
+}}
+object Host "prod-cluster" {{
+  check_command = "dummy"
+  zone = "prod"
+  vars.agent_endpoint = "node-1"
+  vars.k8s_storage_checks = [ {cluster_checks} ]
+}}
+object User "alice" {{ email = "alice@example.org"; groups = [ "k8s-storage-oncall" ] }}
+"#,
+            zones = root.join("zones.conf.example").display(),
+            checks = root.join("k8s-storage-checks.conf").display(),
+            notifications = root.join("k8s-storage-notifications.conf").display(),
+            node_checks = node_checks.join(", "),
+            cluster_checks = cluster_checks.join(", "),
+        ),
+    )
+    .unwrap();
+    let out = Cmd::new("icinga2")
+        .args(["daemon", "-C", "-c"])
+        .arg(&cfg)
+        .run();
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 0, "icinga2 daemon -C:\n{all}");
+    let n = ALL_CHECKS.len();
+    assert!(
+        all.contains(&format!("Instantiated {n} Services"))
+            && all.contains(&format!("Instantiated {n} Notifications")),
+        "one service and one notification per check:\n{all}"
+    );
+    assert!(!all.contains("warning/"), "{all}");
+}
