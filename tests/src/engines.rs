@@ -278,6 +278,19 @@ pub const CHECKS: [&str; 4] = [
     "check_stuck_scheduled",
 ];
 
+/// Every check of the suite: the engines instantiate a service for each (node and cluster ones).
+pub const ALL_CHECKS: [&str; 9] = [
+    "check_ro_pvc_mounts",
+    "check_stale_csi_mounts",
+    "check_kubelet_nested_ops",
+    "check_storage_kernel_errors",
+    "check_iscsi_sessions",
+    "check_stuck_scheduled",
+    "check_stuck_terminating",
+    "check_jiva_rep_crashloop",
+    "check_watch_cache",
+];
+
 /// The log checks' `--window` on the test node (the role's `k8s_storage_checks_log_window`,
 /// `15m` by default): a kubelet failure alerts at once and its alert clears one window after the
 /// last failure, so the test makes that window short instead of waiting 15 minutes.
@@ -304,6 +317,21 @@ pub struct Node {
     fuse_mount: PathBuf,
     fuse_pid: i32,
     log_injected_at: Option<i64>,
+    /// Further ext4 PVs added by [`Node::add_volume`].
+    extra: Vec<ExtraVolume>,
+}
+
+/// One more ext4 PV of another pod on the node ([`Node::add_volume`]).
+struct ExtraVolume {
+    pv: String,
+    uid: String,
+    ns: String,
+    pvc: String,
+    pod: String,
+    staging: PathBuf,
+    publish: PathBuf,
+    dev: String,
+    gen: u32,
 }
 
 fn pod(ns: &str, name: &str, uid: &str, claim: &str) -> Value {
@@ -345,7 +373,10 @@ impl Node {
         // The plugin directory: copies of the release binaries (like `make install PLUGINDIR=`).
         let plugin_dir = w.join("plugins");
         std::fs::create_dir_all(&plugin_dir).unwrap();
-        for c in CHECKS.iter().chain(["k8s-storage-checks-textfile"].iter()) {
+        for c in ALL_CHECKS
+            .iter()
+            .chain(["k8s-storage-checks-textfile"].iter())
+        {
             std::fs::copy(bin(c), plugin_dir.join(c)).unwrap();
             chmod(&plugin_dir.join(c), 0o755);
         }
@@ -358,7 +389,13 @@ impl Node {
 
         // The API server: this node's pods and their PVs.
         let api = ApiServer::start();
-        api.set("pods", Node::healthy_pods());
+        api.set(
+            "pods",
+            vec![
+                pod(EXT4_NS, EXT4_POD, EXT4_UID, EXT4_PVC),
+                pod(FUSE_NS, FUSE_POD, FUSE_UID, FUSE_PVC),
+            ],
+        );
         api.set(
             "persistentvolumes",
             vec![
@@ -409,17 +446,103 @@ impl Node {
             fuse_mount,
             fuse_pid: 0,
             log_injected_at: None,
+            extra: Vec::new(),
         };
+        node.api.set("pods", node.healthy_pods());
         node.mount_ext4();
         node.start_fuse();
         node
     }
 
-    fn healthy_pods() -> Vec<Value> {
-        vec![
+    fn healthy_pods(&self) -> Vec<Value> {
+        let mut v = vec![
             pod(EXT4_NS, EXT4_POD, EXT4_UID, EXT4_PVC),
             pod(FUSE_NS, FUSE_POD, FUSE_UID, FUSE_PVC),
-        ]
+        ];
+        for x in &self.extra {
+            v.push(pod(&x.ns, &x.pod, &x.uid, &x.pvc));
+        }
+        // One healthy Jiva replica on another node, for the cluster-wide check_jiva_rep_crashloop.
+        v.push(crate::apiserver::fixtures::jiva_replica(
+            FUSE_PV,
+            0,
+            "worker-01",
+            86400,
+            crate::apiserver::fixtures::Rep::Healthy,
+        ));
+        v
+    }
+
+    /// One more healthy ext4 PV, of pod `ns/pod` (claim `pvc`), staged and bound into the pod
+    /// like the first, and known to the API. Returns its index for [`Node::fail_volume`].
+    pub fn add_volume(&mut self, ns: &str, pod_name: &str, pvc: &str) -> usize {
+        let n = self.extra.len() + 2;
+        let pv_name = format!("pvc-0000000{n}-5d1e-4c1b-8a2f-0c0ffee0000{n}");
+        let uid = format!("0000000{n}-4b1d-4c3e-9f0a-a634b9a3000{n}");
+        let staging = self
+            .tree
+            .staging_mount(DRIVER, &pv_name, &crate::sha256_hex(&pv_name));
+        let publish = self.tree.pod_csi_mount(&uid, &pv_name, DRIVER);
+        self.extra.push(ExtraVolume {
+            pv: pv_name.clone(),
+            uid,
+            ns: ns.into(),
+            pvc: pvc.into(),
+            pod: pod_name.into(),
+            staging,
+            publish,
+            dev: String::new(),
+            gen: 0,
+        });
+        let i = self.extra.len() - 1;
+        self.mount_extra(i);
+        self.api
+            .add("persistentvolumes", vec![pv(&pv_name, ns, pvc, DRIVER)]);
+        self.api.set("pods", self.healthy_pods());
+        i
+    }
+
+    /// The PV name of an added volume.
+    pub fn volume_pv(&self, i: usize) -> &str {
+        &self.extra[i].pv
+    }
+
+    fn mount_extra(&mut self, i: usize) {
+        self.extra[i].gen += 1;
+        let (staging, publish) = (self.extra[i].staging.clone(), self.extra[i].publish.clone());
+        let img = self
+            .work
+            .path()
+            .join(format!("extra-{i}-{}.img", self.extra[i].gen));
+        let dev = self
+            .ns
+            .loop_fs(&img, 32, "mkfs.ext4 -q -F", "errors=remount-ro", &staging);
+        self.ns.sh(&format!(
+            "mount --bind '{}' '{}'",
+            staging.display(),
+            publish.display()
+        ));
+        self.extra[i].dev = dev.trim_start_matches("/dev/").to_string();
+    }
+
+    /// Drive an added volume's ext4 into its error path (read-only), like [`Incident::Ext4ReadOnly`].
+    pub fn fail_volume(&mut self, i: usize) {
+        std::fs::write(
+            format!("/sys/fs/ext4/{}/trigger_fs_error", self.extra[i].dev),
+            "k8s-storage-checks engines test",
+        )
+        .unwrap();
+    }
+
+    /// Unmount, check and mount an added volume again (a fresh filesystem).
+    pub fn repair_volume(&mut self, i: usize) {
+        let x = &self.extra[i];
+        self.ns.sh(&format!(
+            "umount '{}' && umount '{}'",
+            x.publish.display(),
+            x.staging.display()
+        ));
+        self.mount_extra(i);
     }
 
     /// A fresh ext4 image mounted at the staging path and bound into the pod (what the CSI
@@ -502,7 +625,7 @@ impl Node {
                 self.log_injected_at = Some(now);
             }
             Incident::StuckScheduled => {
-                let mut pods = Node::healthy_pods();
+                let mut pods = self.healthy_pods();
                 pods.push(crate::apiserver::fixtures::scheduled_no_status(
                     STUCK_NS,
                     STUCK_POD,
@@ -536,7 +659,7 @@ impl Node {
             // The kubelet stops failing: the last failure leaves the window (nothing to do but
             // wait; see LOG_AGE_OUT).
             Incident::KubeletBackoff => {}
-            Incident::StuckScheduled => self.api.set("pods", Node::healthy_pods()),
+            Incident::StuckScheduled => self.api.set("pods", self.healthy_pods()),
         }
     }
 
@@ -609,6 +732,77 @@ impl Node {
         out
     }
 
+    /// What the checks beyond the four incidents' need to answer OK: a kmsg record file with one
+    /// harmless record (returned) and the watch-cache canary ConfigMap served through a healthy
+    /// watch cache (the healthy Jiva replica is among the pods).
+    fn quiet_fixtures(&self) -> PathBuf {
+        let kmsg = self.work.path().join("kmsg.txt");
+        std::fs::write(
+            &kmsg,
+            "6,1,1000,-;EXT4-fs (loop0): mounted filesystem with ordered data mode\n",
+        )
+        .unwrap();
+        chmod(&kmsg, 0o644);
+        let store = crate::apiserver::watchcache::ConfigMapStore::new();
+        store.put(
+            "kube-system",
+            "k8s-storage-checks-canary",
+            json!({"purpose": "canary"}),
+        );
+        self.api
+            .configmaps(&store, crate::apiserver::watchcache::CacheMode::Healthy);
+        kmsg
+    }
+
+    /// Every command of the shipped nrpe.d file, as the role renders it for this node: the four of
+    /// [`Node::nrpe_commands`] plus the other node checks (check_storage_kernel_errors on a kmsg
+    /// record file with one harmless record, check_iscsi_sessions on this machine's sysfs, which
+    /// has no session, check_stuck_terminating against the API) and the two cluster-wide ones
+    /// (check_jiva_rep_crashloop with one healthy replica, check_watch_cache with its canary
+    /// ConfigMap served through a healthy watch cache), all OK: the engines instantiate every
+    /// shipped service, and these must stay quiet while the four incidents come and go.
+    pub fn nrpe_commands_all(&self) -> BTreeMap<String, String> {
+        let mut out = self.nrpe_commands();
+        let text =
+            std::fs::read_to_string(crate::workspace_root().join("nrpe.d/k8s-storage-checks.cfg"))
+                .unwrap();
+        let kmsg = self.quiet_fixtures();
+        let root = self.tree.root.to_str().unwrap().to_string();
+        for (name, line) in nrpe_commands(&text) {
+            if out.contains_key(&name) {
+                continue;
+            }
+            let extra = match name.as_str() {
+                "check_storage_kernel_errors" => {
+                    format!("--kubelet-root {root} --kmsg {}", kmsg.display())
+                }
+                "check_iscsi_sessions" => format!("--kubelet-root {root}"),
+                "check_stuck_terminating" => format!("--node {NODE} --kubelet-root {root}"),
+                _ => String::new(),
+            };
+            let line = line
+                .replace(
+                    "/usr/lib/nagios/plugins/",
+                    &format!("{}/", self.plugin_dir.display()),
+                )
+                .replace(
+                    "/etc/k8s-storage-checks/kubeconfig",
+                    self.kubeconfig.to_str().unwrap(),
+                )
+                .replace(
+                    "/var/lib/k8s-storage-checks",
+                    self.state_dir.to_str().unwrap(),
+                );
+            out.insert(name, format!("{line} {extra}"));
+        }
+        out
+    }
+
+    /// Set up [`Node::quiet_fixtures`] for an engine that runs the checks itself (Icinga 2).
+    pub fn quiet_cluster(&self) {
+        self.quiet_fixtures();
+    }
+
     /// The shipped CheckCommands' custom variables for this node (Icinga 2).
     pub fn icinga_vars(&self, check: &str) -> Vec<(String, Value)> {
         let cmd = format!("k8s_{}", check.trim_start_matches("check_"));
@@ -627,6 +821,13 @@ impl Node {
                 v("state_dir", json!(self.state_dir)),
             ],
             "check_stuck_scheduled" => vec![v("node", json!(NODE))],
+            "check_storage_kernel_errors" => vec![
+                v("kubelet_root", root),
+                v("kmsg", json!(self.work.path().join("kmsg.txt"))),
+                v("state_dir", json!(self.state_dir)),
+            ],
+            "check_iscsi_sessions" => vec![v("kubelet_root", root)],
+            "check_stuck_terminating" => vec![v("node", json!(NODE)), v("kubelet_root", root)],
             _ => Vec::new(),
         };
         vars.push(("k8s_storage_kubeconfig".into(), kc));
@@ -661,9 +862,114 @@ pub fn nrpe_commands(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A CA, NRPE's server certificate and the monitoring server's client certificate (what the
+/// Ansible role generates), made with the real `openssl`, readable by the `nagios` user.
+pub struct NrpeTls {
+    pub dir: PathBuf,
+}
+
+impl NrpeTls {
+    pub fn generate(dir: &Path) -> NrpeTls {
+        std::fs::create_dir_all(dir).unwrap();
+        let ossl = |args: &[&str]| {
+            let o = Cmd::new("openssl").args(args.iter().copied()).run();
+            assert_eq!(o.code, 0, "openssl {args:?}: {o:?}");
+        };
+        let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec![
+            "req",
+            "-x509",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=k8s-storage-checks NRPE CA",
+        ];
+        ca.extend(ec);
+        let (cak, cac) = (p("ca.key"), p("ca.crt"));
+        ca.extend(["-keyout", &cak, "-out", &cac]);
+        ossl(&ca);
+        for (name, cn) in [("nrpe", NODE), ("client", "nagios")] {
+            let (key, csr, crt) = (
+                p(&format!("{name}.key")),
+                p(&format!("{name}.csr")),
+                p(&format!("{name}.crt")),
+            );
+            let subj = format!("/CN={cn}");
+            let mut req = vec!["req", "-subj", &subj, "-keyout", &key, "-out", &csr];
+            req.extend(ec);
+            ossl(&req);
+            ossl(&[
+                "x509",
+                "-req",
+                "-days",
+                "2",
+                "-in",
+                &csr,
+                "-CA",
+                &cac,
+                "-CAkey",
+                &cak,
+                "-CAcreateserial",
+                "-out",
+                &crt,
+            ]);
+        }
+        let chown = Cmd::new("chown")
+            .args(["-R", "nagios:nagios"])
+            .arg(dir)
+            .run();
+        assert_eq!(chown.code, 0, "{chown:?}");
+        chmod(dir, 0o750);
+        NrpeTls {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// `check_nrpe`'s certificate options: `-C client.crt -K client.key -A ca.crt`.
+    pub fn client_args(&self) -> Vec<String> {
+        let p = |n: &str| self.dir.join(n).to_str().unwrap().to_string();
+        vec![
+            "-C".into(),
+            p("client.crt"),
+            "-K".into(),
+            p("client.key"),
+            "-A".into(),
+            p("ca.crt"),
+        ]
+    }
+
+    /// The shipped `nrpe.d/k8s-storage-checks-tls.cfg` with its certificate paths replaced by
+    /// these.
+    pub fn nrpe_settings(&self) -> String {
+        let text = std::fs::read_to_string(
+            crate::workspace_root().join("nrpe.d/k8s-storage-checks-tls.cfg"),
+        )
+        .unwrap();
+        let out = text.replace(
+            "/etc/nagios/k8s-storage-checks/",
+            &format!("{}/", self.dir.display()),
+        );
+        assert!(out.contains("ssl_client_certs=2"), "{out}");
+        out
+    }
+}
+
 /// The NRPE daemon on a loopback port serving `commands`, as `nagios`, inside the node's mount
-/// namespace (where its PVs are mounted).
-pub fn start_nrpe(node: &Node, commands: &BTreeMap<String, String>, port: u16) -> Daemon {
+/// namespace (where its PVs are mounted), with the shipped TLS settings (client certificates
+/// required) when `tls` is given.
+pub fn start_nrpe(
+    node: &Node,
+    commands: &BTreeMap<String, String>,
+    port: u16,
+    tls: Option<&NrpeTls>,
+) -> Daemon {
     let dir = node.work.path().join("nrpe");
     std::fs::create_dir_all(&dir).unwrap();
     chmod(&dir, 0o755);
@@ -672,6 +978,9 @@ pub fn start_nrpe(node: &Node, commands: &BTreeMap<String, String>, port: u16) -
          dont_blame_nrpe=0\nallow_bash_command_substitution=0\ndebug=0\n\
          command_timeout=60\nconnection_timeout=300\ndisable_syslog=1\n"
     );
+    if let Some(t) = tls {
+        cfg.push_str(&t.nrpe_settings());
+    }
     for (n, c) in commands {
         cfg.push_str(&format!("command[{n}]={c}\n"));
     }
@@ -694,6 +1003,7 @@ pub fn start_nrpe(node: &Node, commands: &BTreeMap<String, String>, port: u16) -
         .arg("-f");
     let mut d = Daemon::start("nrpe", cmd, &dir.join("nrpe.log"));
     let check_nrpe = "/usr/lib/nagios/plugins/check_nrpe";
+    let client = tls.map(|t| t.client_args()).unwrap_or_default();
     wait_for(
         "nrpe to answer",
         Duration::from_secs(30),
@@ -701,10 +1011,71 @@ pub fn start_nrpe(node: &Node, commands: &BTreeMap<String, String>, port: u16) -
             d.assert_running();
             let v = Cmd::new(check_nrpe)
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .args(client.iter())
                 .run();
             v.code == 0 && v.stdout.starts_with("NRPE v")
         },
         String::new,
     );
     d
+}
+
+/// One notification as `nagios/k8s-storage-notify --append` records it: what the on-call person
+/// receives.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// PROBLEM, RECOVERY, ACKNOWLEDGEMENT, …
+    pub kind: String,
+    pub host: String,
+    pub service: String,
+    pub state: String,
+    pub subject: String,
+    /// The status line, the long output, the runbook line (and a note when filtered).
+    pub body: String,
+}
+
+/// The notifications recorded in `file` so far.
+pub fn pages(file: &Path) -> Vec<Page> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut cur: Option<(Vec<String>, String, String)> = None;
+    for l in text.lines() {
+        if let Some(h) = l.strip_prefix("=== ") {
+            if h == "end" {
+                if let Some((f, subject, body)) = cur.take() {
+                    if f.len() == 5 {
+                        out.push(Page {
+                            kind: f[1].clone(),
+                            host: f[2].clone(),
+                            service: f[3].clone(),
+                            state: f[4].clone(),
+                            subject,
+                            body,
+                        });
+                    }
+                }
+            } else {
+                cur = Some((
+                    h.split('\t').map(str::to_string).collect(),
+                    String::new(),
+                    String::new(),
+                ));
+            }
+        } else if let Some((_, subject, body)) = cur.as_mut() {
+            if subject.is_empty() {
+                if let Some(s) = l.strip_prefix("Subject: ") {
+                    *subject = s.to_string();
+                    continue;
+                }
+            }
+            body.push_str(l);
+            body.push('\n');
+        }
+    }
+    out
+}
+
+/// The shipped notification script (`nagios/k8s-storage-notify`).
+pub fn notify_script() -> PathBuf {
+    crate::workspace_root().join("nagios/k8s-storage-notify")
 }

@@ -25,6 +25,9 @@ const NRPE_FILE: &str = "k8s-storage-checks.cfg";
 const CHECK_NRPE: &str = "/usr/lib/nagios/plugins/check_nrpe";
 const STATE_DIR: &str = "/var/lib/k8s-storage-checks";
 const KUBECONFIG_DIR: &str = "/etc/k8s-storage-checks";
+/// The role's NRPE TLS settings and the node's certificates (k8s_storage_checks_nrpe_tls).
+const NRPE_TLS_FILE: &str = "k8s-storage-checks-tls.cfg";
+const NRPE_TLS_DIR: &str = "/etc/nagios/k8s-storage-checks";
 const WRAPPER: &str = "/usr/local/sbin/k8s-storage-checks-textfile";
 const UNITS: [&str; 2] = [
     "/etc/systemd/system/k8s-storage-checks-textfile.service",
@@ -269,6 +272,7 @@ impl Machine {
             remove.push(Path::new(PLUGIN_DIR).join(copy));
         }
         remove.push(Path::new(NRPE_D).join(NRPE_FILE));
+        remove.push(Path::new(NRPE_D).join(NRPE_TLS_FILE));
         for p in [
             STATE_DIR,
             KUBECONFIG_DIR,
@@ -278,6 +282,7 @@ impl Machine {
             SUDOERS,
             TMPFILES,
             RUN_DIR,
+            NRPE_TLS_DIR,
         ] {
             if !Path::new(p).exists() {
                 remove.push(PathBuf::from(p));
@@ -462,12 +467,13 @@ fn start_nrpe(ns: &Ns, work: &Path, port: u16) -> Child {
 }
 
 /// Wait until the daemon answers a version query (or fail with what it printed).
-fn wait_nrpe(child: &mut Child, port: u16) {
+fn wait_nrpe(child: &mut Child, port: u16, client: &[String]) {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             let v = Cmd::new(CHECK_NRPE)
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .args(client.iter())
                 .run();
             if v.code == 0 && v.stdout.starts_with("NRPE v") {
                 return;
@@ -636,6 +642,8 @@ fn role_on_this_machine(t: &str, mode: &str) {
         "k8s_storage_checks_kubeconfig_content": kubeconfig,
         "k8s_storage_checks_node_name": NODE,
         "k8s_storage_checks_privilege_mode": mode,
+        // The role's own PKI (CA, node and client certificates) in the test's directory.
+        "k8s_storage_checks_nrpe_tls_pki_dir": work.path().join("pki"),
         // No init system runs here: the test starts its own NRPE daemon instead.
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_textfile_enabled": true,
@@ -758,7 +766,32 @@ fn role_on_this_machine(t: &str, mode: &str) {
     // The real NRPE daemon, as nagios, and the real check_nrpe against every command.
     let port = free_port();
     machine.nrpe = Some(start_nrpe(&ns, work.path(), port));
-    wait_nrpe(machine.nrpe.as_mut().unwrap(), port);
+    // TLS with client certificates (the role's default): the monitoring server's client
+    // certificate from the role's PKI is served; a client without one is refused.
+    let pki = work.path().join("pki");
+    let client: Vec<String> = ["-C", "client.crt", "-K", "client.key", "-A", "ca.crt"]
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if i % 2 == 0 {
+                a.to_string()
+            } else {
+                pki.join(a).display().to_string()
+            }
+        })
+        .collect();
+    let tls = std::fs::read_to_string(Path::new(NRPE_D).join(NRPE_TLS_FILE)).unwrap();
+    assert!(tls.contains("ssl_client_certs=2"), "{tls}");
+    let key = std::fs::metadata(Path::new(NRPE_TLS_DIR).join("nrpe.key")).unwrap();
+    assert_eq!(key.permissions().mode() & 0o777, 0o440);
+    wait_nrpe(machine.nrpe.as_mut().unwrap(), port, &client);
+    let plain = Cmd::new(CHECK_NRPE)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .run();
+    assert_ne!(
+        plain.code, 0,
+        "NRPE served a client without a certificate: {plain:?}"
+    );
     for c in &checks {
         let out = Cmd::new(CHECK_NRPE)
             .args([
@@ -771,6 +804,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
                 "-c",
                 c,
             ])
+            .args(client.iter())
             .run();
         println!("{c} (exit {}): {}", out.code, out.first_line());
         assert_answer_here(c, &out, api_port, true);
@@ -873,6 +907,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
                 "-c",
                 c,
             ])
+            .args(client.iter())
             .run();
         println!(
             "{c} without API server (exit {}): {}",
@@ -891,6 +926,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
             "-c",
             "check_nope",
         ])
+        .args(client.iter())
         .run();
     assert_eq!(none.code, 3, "{none:?}");
 
@@ -1116,6 +1152,8 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
         "k8s_storage_checks_run_dir": p("run/k8s-storage-checks"),
         "k8s_storage_checks_tmpfiles_dir": p("etc/tmpfiles.d"),
         "k8s_storage_checks_kubeconfig": p("etc/k8s-storage-checks/kubeconfig"),
+        "k8s_storage_checks_nrpe_tls_dir": p("etc/nagios/k8s-storage-checks"),
+        "k8s_storage_checks_nrpe_tls_pki_dir": work.path().join("pki"),
         // A space and a ':' exercise the shell quoting (nrpe.d) and the sudoers escaping alike.
         "k8s_storage_checks_kubelet_roots": ["/var/lib/kubelet", "/srv/my kubelet"],
         "k8s_storage_checks_iscsi_manage": true,
@@ -1142,6 +1180,19 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     let sudoers = std::fs::read_to_string(&sudoers_path).unwrap();
     let check = Cmd::new("visudo").arg("-cf").arg(&sudoers_path).run();
     assert_eq!(check.code, 0, "{check:?}\n{sudoers}");
+    // NRPE TLS: the settings name the staged certificates, which the role made and installed.
+    let tls = std::fs::read_to_string(root.join("etc/nrpe.d").join(NRPE_TLS_FILE)).unwrap();
+    let tls_dir = root.join("etc/nagios/k8s-storage-checks");
+    assert!(
+        tls.contains(&format!(
+            "ssl_privatekey_file={}/nrpe.key",
+            tls_dir.display()
+        )) && tls.contains("ssl_client_certs=2"),
+        "{tls}"
+    );
+    let key = std::fs::metadata(tls_dir.join("nrpe.key")).unwrap();
+    assert_eq!(key.permissions().mode() & 0o777, 0o440);
+    assert!(work.path().join("pki/client.crt").exists());
     let nrpe = std::fs::read_to_string(root.join("etc/nrpe.d").join(NRPE_FILE)).unwrap();
     let cmds = nrpe_commands(&nrpe);
     for c in &checks {
