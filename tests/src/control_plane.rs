@@ -346,11 +346,15 @@ impl ControlPlane {
         if statuses.is_empty() {
             return;
         }
-        let created: Value = serde_json::from_str(&created).expect("kubectl create -o json");
-        let items: Vec<Value> = match created["kind"].as_str() {
-            Some("List") => created["items"].as_array().cloned().unwrap_or_default(),
-            _ => vec![created],
-        };
+        // kubectl prints the created objects one JSON document after another (or as a List).
+        let mut items: Vec<Value> = Vec::new();
+        for doc in serde_json::Deserializer::from_str(&created).into_iter::<Value>() {
+            let doc = doc.expect("kubectl create -o json");
+            match doc["kind"].as_str() {
+                Some("List") => items.extend(doc["items"].as_array().cloned().unwrap_or_default()),
+                _ => items.push(doc),
+            }
+        }
         let mut updated = Vec::new();
         for mut o in items {
             let key = (
@@ -366,6 +370,18 @@ impl ControlPlane {
             };
             let qos = o["status"]["qosClass"].clone();
             o["status"] = st.clone();
+            // Required in a ContainerStatus (kubectl validates); a kubelet always writes them.
+            for list in ["containerStatuses", "initContainerStatuses"] {
+                if let Some(a) = o["status"][list].as_array_mut() {
+                    for c in a {
+                        for k in ["image", "imageID"] {
+                            if c.get(k).is_none() {
+                                c[k] = serde_json::json!("");
+                            }
+                        }
+                    }
+                }
+            }
             if !qos.is_null() {
                 o["status"]["qosClass"] = qos;
             }
@@ -565,6 +581,29 @@ impl ControlPlane {
             None,
         );
         self.wait_can(user, &["list", "pods", "-A"]);
+    }
+
+    /// A user of its own (a certificate's CN) bound to a ClusterRole of its own with `rules`
+    /// (JSON array of PolicyRules), granted once `kubectl auth can-i WAIT_FOR…` says yes.
+    pub fn user_with_rules(&self, rules: &Value, wait_for: &[&str]) -> String {
+        let name = Self::unique("test-user");
+        self.apply(
+            &serde_json::json!({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",
+                "metadata":{"name":name},"rules":rules})
+            .to_string(),
+        );
+        self.kubectl(
+            &[
+                "create",
+                "clusterrolebinding",
+                &name,
+                &format!("--clusterrole={name}"),
+                &format!("--user={name}"),
+            ],
+            None,
+        );
+        self.wait_can(&name, wait_for);
+        name
     }
 
     /// Write a kubeconfig for this plane (or for `server` instead of its URL) with the CA and
