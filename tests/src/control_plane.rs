@@ -69,12 +69,13 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn up(dir: &Path, owner: Option<u32>, apiserver_args: &[String]) {
+fn up(dir: &Path, owner: Option<u32>, up_args: &[String], apiserver_args: &[String]) {
     let mut cmd = Command::new(script("up"));
     cmd.arg(dir);
     if let Some(pid) = owner {
         cmd.args(["--owner", &pid.to_string()]);
     }
+    cmd.args(up_args);
     if !apiserver_args.is_empty() {
         cmd.arg("--").args(apiserver_args);
     }
@@ -109,13 +110,26 @@ impl ControlPlane {
                 .expect("tempdir");
             // A static is never dropped: the directory stays; `--owner` stops the processes.
             let dir = tmp.keep();
-            up(&dir, Some(std::process::id()), &[]);
+            up(&dir, Some(std::process::id()), &[], &[]);
             ControlPlane {
                 dir,
                 _tmp: None,
                 private: false,
             }
         })
+    }
+
+    /// A second API server of this control plane (its etcd, CA, keys and tokens: one cluster, as
+    /// in an HA control plane), whose ConfigMaps reach etcd through a
+    /// [`watch_stall::WatchStall`] proxy. Stopped on drop (this plane stays).
+    pub fn start_peer_with_watch_stall(&self) -> (ControlPlane, watch_stall::WatchStall) {
+        let proxy = watch_stall::WatchStall::start(self.dir.join("etcd-url"));
+        let arg = format!("--etcd-servers-overrides=/configmaps#{}", proxy.url());
+        let peer = Self::start_up(
+            &["--peer-of".to_string(), self.dir.display().to_string()],
+            |_| vec![arg],
+        );
+        (peer, proxy)
     }
 
     /// The shared control plane with `deploy/rbac.yaml` applied (once per process) and granted:
@@ -187,13 +201,17 @@ impl ControlPlane {
     /// A private control plane with extra kube-apiserver arguments, from a function of DIR
     /// called before `up` (it may start something the API server is to connect to).
     pub fn start_with(args: impl FnOnce(&Path) -> Vec<String>) -> ControlPlane {
+        Self::start_up(&[], args)
+    }
+
+    fn start_up(up_args: &[String], args: impl FnOnce(&Path) -> Vec<String>) -> ControlPlane {
         let tmp = tempfile::Builder::new()
             .prefix("k8s-storage-checks-cp-")
             .tempdir()
             .expect("tempdir");
         let dir = tmp.path().to_path_buf();
         let args = args(&dir);
-        up(&dir, Some(std::process::id()), &args);
+        up(&dir, Some(std::process::id()), up_args, &args);
         ControlPlane {
             dir,
             _tmp: Some(tmp),
@@ -372,7 +390,7 @@ impl ControlPlane {
             o["status"] = st.clone();
             // Required in a ContainerStatus (kubectl validates); a kubelet always writes them.
             for list in ["containerStatuses", "initContainerStatuses"] {
-                if let Some(a) = o["status"][list].as_array_mut() {
+                if let Some(a) = o["status"].get_mut(list).and_then(Value::as_array_mut) {
                     for c in a {
                         for k in ["image", "imageID"] {
                             if c.get(k).is_none() {

@@ -231,7 +231,11 @@ fn api_token_client_cert_and_pagination() {
         .collect();
     assert_eq!(
         all,
-        [pods_path.as_str(), pods_path.as_str(), "/api/v1/persistentvolumes"],
+        [
+            pods_path.as_str(),
+            pods_path.as_str(),
+            "/api/v1/persistentvolumes"
+        ],
         "two pages and the PVs"
     );
 }

@@ -122,7 +122,13 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
             .iter()
             .filter(|e| e["user"]["username"] == user.as_str())
             .map(|e| {
-                e["requestURI"].as_str().unwrap_or("").split('?').next().unwrap().to_string()
+                e["requestURI"]
+                    .as_str()
+                    .unwrap_or("")
+                    .split('?')
+                    .next()
+                    .unwrap()
+                    .to_string()
             })
             .collect()
     };

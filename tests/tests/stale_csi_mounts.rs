@@ -606,7 +606,10 @@ fn api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok() {
             .contains(&format!("pod {ns}/ws-live (uid {uid})")),
         "{out:?}"
     );
-    assert!(!out.stdout.contains(&token), "a secret in the output: {out:?}");
+    assert!(
+        !out.stdout.contains(&token),
+        "a secret in the output: {out:?}"
+    );
     // Only this node's pods were asked for (the server's audit log).
     let want = format!("spec.nodeName={NODE}");
     let sa = "system:serviceaccount:k8s-storage-checks:k8s-storage-checks";

@@ -211,10 +211,13 @@ fn api_with_token_reads_node_pods_and_events() {
         "{out:?}"
     );
     assert!(out.stdout.contains("last FailedMount ("), "{out:?}");
-    assert!(out.stdout.contains(" ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""), "{out:?}");
     assert!(
         out.stdout
-            .contains(" ago): AttachVolume.Attach failed"),
+            .contains(" ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains(" ago): AttachVolume.Attach failed"),
         "{out:?}"
     );
     // -vv names the source and the auth kind, never the token.
@@ -260,7 +263,11 @@ fn api_with_token_reads_node_pods_and_events() {
         )),
         "-vv lists the requests: {out:?}"
     );
-    assert_eq!(cp.requests(SA, &events_path).len(), 2, "no new event request");
+    assert_eq!(
+        cp.requests(SA, &events_path).len(),
+        2,
+        "no new event request"
+    );
 
     // The token from a tokenFile: the same answer, the token never shown.
     let kc = cp.kubeconfig_with(None, KubeCa::File, Auth::TokenFile(User::Checks));

@@ -9,8 +9,8 @@ use e2e::apiserver::fixtures::{ago, kubectl_list, pod_event, running};
 use e2e::apiserver::{unused_addr, ApiServer, KubeAuth, KubeCa};
 use e2e::control_plane::{Auth, ControlPlane, User};
 use e2e::{write_json, Cmd, Output};
-use std::time::{Duration, Instant};
 use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 const NAME: &str = "STUCK_TERMINATING";
 const BIN: &str = "check_stuck_terminating";
@@ -174,8 +174,20 @@ fn event_ages_and_the_latest_failure() {
     s.set(
         "events",
         vec![
-            pod_event("media", "seerr-seerr-chart-0", "FailedUnmount", &teardown_message(), 40 * 60),
-            pod_event("media", "seerr-seerr-chart-0", "FailedMount", "MountVolume.SetUp failed: an older one", 50 * 60),
+            pod_event(
+                "media",
+                "seerr-seerr-chart-0",
+                "FailedUnmount",
+                &teardown_message(),
+                40 * 60,
+            ),
+            pod_event(
+                "media",
+                "seerr-seerr-chart-0",
+                "FailedMount",
+                "MountVolume.SetUp failed: an older one",
+                50 * 60,
+            ),
         ],
     );
     let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t".into()));
@@ -203,12 +215,36 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
     let x = cp.namespace("x");
     // The pods as they were before their delete (phase Running, containers terminated).
     let mut seerr = terminating(&media, "seerr-seerr-chart-0", SEERR_UID, 0, 1, &[]);
-    let mut sonarr = terminating(&media, "sonarr-0", "1111aaaa-0000-4000-8000-000000000001", 0, 3600, &[]);
-    let mut velero = terminating(&backup, "velero-restore-helper", "2222bbbb-0000-4000-8000-000000000002", 0, 1, &["example.com/snapshot-cleanup"]);
-    let mut elsewhere = terminating(&x, "elsewhere", "3333cccc-0000-4000-8000-000000000003", 0, 1, &[]);
+    let mut sonarr = terminating(
+        &media,
+        "sonarr-0",
+        "1111aaaa-0000-4000-8000-000000000001",
+        0,
+        3600,
+        &[],
+    );
+    let mut velero = terminating(
+        &backup,
+        "velero-restore-helper",
+        "2222bbbb-0000-4000-8000-000000000002",
+        0,
+        1,
+        &["example.com/snapshot-cleanup"],
+    );
+    let mut elsewhere = terminating(
+        &x,
+        "elsewhere",
+        "3333cccc-0000-4000-8000-000000000003",
+        0,
+        1,
+        &[],
+    );
     for p in [&mut seerr, &mut sonarr, &mut velero, &mut elsewhere] {
         p["spec"]["nodeName"] = json!(node);
-        p["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+        p["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
     }
     elsewhere["spec"]["nodeName"] = json!(other);
     cp.create_all(&[
@@ -226,8 +262,20 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
     let message = teardown_message().replace(SEERR_UID, &uid);
     let mount = MOUNT.replace(SEERR_UID, &uid);
     cp.create_all(&[
-        pod_event(&media, "seerr-seerr-chart-0", "Killing", "Stopping container main", 41 * 60),
-        pod_event(&media, "seerr-seerr-chart-0", "FailedUnmount", &message, 40 * 60),
+        pod_event(
+            &media,
+            "seerr-seerr-chart-0",
+            "Killing",
+            "Stopping container main",
+            41 * 60,
+        ),
+        pod_event(
+            &media,
+            "seerr-seerr-chart-0",
+            "FailedUnmount",
+            &message,
+            40 * 60,
+        ),
     ]);
     // Deleted for real: each with its own grace period (sonarr's an hour: still inside it).
     for (ns, pod, grace) in [
@@ -237,7 +285,15 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
         (&x, "elsewhere", "1"),
     ] {
         cp.kubectl(
-            &["-n", ns, "delete", "pod", pod, "--wait=false", &format!("--grace-period={grace}")],
+            &[
+                "-n",
+                ns,
+                "delete",
+                "pod",
+                pod,
+                "--wait=false",
+                &format!("--grace-period={grace}"),
+            ],
             None,
         );
     }
@@ -267,12 +323,17 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
     out.assert_status(NAME, 2);
     assert_eq!(out.perf("terminating_pods"), Some(3.0), "{out:?}");
     assert_eq!(out.perf("wedged_pods"), Some(2.0), "{out:?}");
-    assert!(!out.stdout.contains("sonarr-0"), "inside its grace period: {out:?}");
+    assert!(
+        !out.stdout.contains("sonarr-0"),
+        "inside its grace period: {out:?}"
+    );
     assert!(!out.stdout.contains("elsewhere"), "{out:?}");
     assert!(
         out.stdout.contains(&format!(
             "[CRITICAL] {media}/seerr-seerr-chart-0 on {node}: deleted "
-        )) && out.stdout.contains("past its 1s grace period, no finalizers"),
+        )) && out
+            .stdout
+            .contains("past its 1s grace period, no finalizers"),
         "{out:?}"
     );
     assert!(

@@ -9,8 +9,8 @@
 //!
 //! Against the loopback server (tests/src/apiserver/watchcache.rs), only what the real one does
 //! not show: the exact bytes of the write (content type and body; the real server's audit log
-//! records neither) and two API servers of one cluster with one frozen (the control plane runs
-//! one API server).
+//! records neither). Two API servers of one cluster, one frozen, are two real ones on one etcd
+//! (`ControlPlane::start_peer_with_watch_stall`).
 
 use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
 use e2e::apiserver::{ApiServer, KubeAuth, KubeCa};
@@ -540,76 +540,70 @@ fn the_readme_canary_role_is_needed_and_enough() {
     assert!(real_nonce(cp, &ns).is_some());
 }
 
-/// Two API servers of one cluster, one frozen: on the loopback server, since the control plane
-/// runs a single API server.
+/// Two API servers of one cluster (one etcd), the second one's watch cache frozen: the HA
+/// control plane of the incident, where one member's cache stopped following.
 #[test]
 fn two_api_servers_one_frozen() {
-    let (a, store, kc) = cluster(CacheMode::Healthy, true);
-    let b = a.start_peer();
-    b.configmaps(&store, CacheMode::Frozen);
-    let out = check(
-        &kc,
-        &[
-            "--apiserver",
-            &a.url(),
-            "--apiserver",
-            &b.url(),
-            "--deadline",
-            "2s",
-            "-t",
-            "5",
-        ],
+    let a = ControlPlane::shared();
+    let (ns, user, kc) = canary(a, None, false, true);
+    let (b, stall) = a.start_peer_with_watch_stall();
+    let (url_a, url_b) = (a.server(), b.server());
+    let mut args = ns_args(&ns);
+    args.extend(["--apiserver", &url_a, "--apiserver", &url_b]);
+    // Both follow: OK.
+    let out = check(&kc, &args);
+    out.assert_status(NAME, 0);
+    assert!(
+        out.first_line()
+            .contains("all 2 API servers reflected the canary write"),
+        "{out:?}"
     );
+    stall.stall(true);
+    let mut frozen = args.clone();
+    frozen.extend(["--deadline", "2s", "-t", "5"]);
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}");
+    let patches = |cp: &ControlPlane| {
+        cp.requests(&user, &path)
+            .iter()
+            .filter(|r| r.verb == "patch")
+            .count()
+    };
+    let (pa, pb) = (patches(a), patches(&b));
+    let gets_b = b.requests(&user, &path).len();
+    let out = check(&kc, &frozen);
     out.assert_status(NAME, 2);
     let l = out.first_line();
     assert!(
         l.contains(&format!(
-            "1 of 2 API servers: {} did not reflect a write after 2s",
-            b.url()
+            "1 of 2 API servers: {url_b} did not reflect a write after 2s"
         )),
         "{out:?}"
     );
-    assert!(
-        !l.split(" | ").next().unwrap().contains(&a.url()),
-        "{out:?}"
-    );
-    let la = format!("watch_cache_lag_127_0_0_1_{}", a.addr().port());
-    let lb = format!("watch_cache_lag_127_0_0_1_{}", b.addr().port());
+    assert!(!l.split(" | ").next().unwrap().contains(&url_a), "{out:?}");
+    let port = |u: &str| u.rsplit(':').next().unwrap().to_string();
+    let la = format!("watch_cache_lag_127_0_0_1_{}", port(&url_a));
+    let lb = format!("watch_cache_lag_127_0_0_1_{}", port(&url_b));
     assert!(out.perf(&la).unwrap() < 2.0, "{out:?}");
     assert!(out.perf(&lb).unwrap() >= 2.0, "{out:?}");
-    // The write went to the first server only; each got its RV=0 reads.
-    assert_eq!(
-        a.requests().iter().filter(|r| r.method == "PATCH").count(),
-        1
-    );
-    assert!(!b.requests().iter().any(|r| r.method == "PATCH"));
+    // The write went to the first server only; each got its RV=0 reads (each server's audit log).
+    assert_eq!(patches(a) - pa, 1);
+    assert_eq!(patches(&b), pb);
+    let reads_b: Vec<_> = b.requests(&user, &path)[gets_b..].to_vec();
     assert!(
-        b.requests()
+        reads_b
             .iter()
-            .filter(|r| r.method == "GET" && r.q("resourceVersion") == Some("0"))
+            .filter(|r| r.verb == "get" && r.q("resourceVersion") == Some("0"))
             .count()
-            >= 2
+            >= 2,
+        "{reads_b:?}"
     );
 
     // Still frozen on the next run (a fresh nonce does not help).
-    let out = check(
-        &kc,
-        &[
-            "--apiserver",
-            &a.url(),
-            "--apiserver",
-            &b.url(),
-            "--deadline",
-            "2s",
-            "-t",
-            "5",
-        ],
-    );
-    out.assert_status(NAME, 2); // b is still frozen
-                                // A healthy peer in its place: both OK.
-    let b2 = a.start_peer();
-    b2.configmaps(&store, CacheMode::Healthy);
-    let out = check(&kc, &["--apiserver", &a.url(), "--apiserver", &b2.url()]);
+    let out = check(&kc, &frozen);
+    out.assert_status(NAME, 2);
+    // Its feed restored: both OK.
+    stall.stall(false);
+    let out = check(&kc, &args);
     out.assert_status(NAME, 0);
     assert!(
         out.first_line()
