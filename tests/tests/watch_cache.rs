@@ -14,11 +14,12 @@
 
 use e2e::apiserver::watchcache::{CacheMode, ConfigMapStore};
 use e2e::apiserver::{ApiServer, KubeAuth, KubeCa};
+use e2e::control_plane::watch_stall::WatchStall;
 use e2e::control_plane::{Auth, ControlPlane, User};
 use e2e::{Cmd, Output};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 const NAME: &str = "WATCH_CACHE";
@@ -137,6 +138,20 @@ fn real_nonce(cp: &ControlPlane, ns: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// The control plane whose ConfigMaps go through the watch-stall proxy, one per test process
+/// for the tests that stall it (each in its own namespace), one test at a time: a stall reaches
+/// every ConfigMap of the plane. Handed over flowing (a failed test may have left it stalled).
+fn stall_plane() -> MutexGuard<'static, (ControlPlane, WatchStall)> {
+    static PLANE: OnceLock<Mutex<(ControlPlane, WatchStall)>> = OnceLock::new();
+    let g = PLANE
+        .get_or_init(|| Mutex::new(ControlPlane::start_with_watch_stall()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    g.1.stall(false);
+    g.1.release();
+    g
+}
+
 fn ns_args(ns: &str) -> Vec<&str> {
     vec!["--namespace", ns, "--name", CM]
 }
@@ -224,8 +239,9 @@ fn the_write_is_a_merge_patch_of_the_annotation_only() {
 
 #[test]
 fn delayed_cache_beyond_w_warns_with_the_delay_as_lag() {
-    let (cp, stall) = ControlPlane::start_with_watch_stall();
-    let (ns, _user, kc) = canary(&cp, None, false, true);
+    let guard = stall_plane();
+    let (cp, stall) = (&guard.0, &guard.1);
+    let (ns, _user, kc) = canary(cp, None, false, true);
     // The watch feed held back for 1.5 s after the check's write (the delay is the fault itself,
     // not a wait for something): the cache lags, then shows it.
     let lagging = |w: &'static str| {
@@ -266,8 +282,9 @@ fn delayed_cache_beyond_w_warns_with_the_delay_as_lag() {
 
 #[test]
 fn frozen_cache_is_critical_within_the_deadline() {
-    let (cp, stall) = ControlPlane::start_with_watch_stall();
-    let (ns, _user, kc) = canary(&cp, None, false, true);
+    let guard = stall_plane();
+    let (cp, stall) = (&guard.0, &guard.1);
+    let (ns, _user, kc) = canary(cp, None, false, true);
     let out = check(&kc, &ns_args(&ns));
     out.assert_status(NAME, 0);
     assert!(
@@ -291,7 +308,7 @@ fn frozen_cache_is_critical_within_the_deadline() {
     assert!((2.0..4.5).contains(&waited), "{out:?}");
     // The write itself went through: etcd holds the nonce this run wrote, and the proxy dropped
     // the watch event that carried it.
-    let nonce = real_nonce(&cp, &ns).expect("nonce");
+    let nonce = real_nonce(cp, &ns).expect("nonce");
     assert!(
         out.stdout
             .contains(&format!("{ANNOTATION}={nonce}) patched")),
@@ -388,8 +405,9 @@ fn missing_configmap_needs_create() {
 
 #[test]
 fn created_canary_missing_from_a_frozen_cache_is_critical() {
-    let (cp, stall) = ControlPlane::start_with_watch_stall();
-    let (ns, _user, kc) = canary(&cp, None, true, false);
+    let guard = stall_plane();
+    let (cp, stall) = (&guard.0, &guard.1);
+    let (ns, _user, kc) = canary(cp, None, true, false);
     stall.stall(true);
     let mut args = ns_args(&ns);
     args.extend(["--create", "--deadline", "2s", "-t", "5"]);
@@ -406,7 +424,7 @@ fn created_canary_missing_from_a_frozen_cache_is_critical() {
         "{out:?}"
     );
     // Created for real: etcd has it.
-    assert!(real_nonce(&cp, &ns).is_some());
+    assert!(real_nonce(cp, &ns).is_some());
 }
 
 #[test]
