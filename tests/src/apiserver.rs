@@ -8,12 +8,12 @@
 //! - exact request bytes (a patch's content type and body), which the real server's audit log
 //!   does not record;
 //! - objects dated in the past (an event's `creationTimestamp`: the real server sets it to now);
-//! - two API servers of one cluster, one of them frozen (the control plane runs one);
 //! - the incident replay (`k8s-storage-checks-replay`) and tests of other issues that need none
 //!   of the real server's behaviour.
 //!
 //! Anything a real server produces (objects, statuses, selectors, pagination, RBAC refusals, TLS
-//! and credential failures, a frozen watch cache) is tested against the real one.
+//! and credential failures, a frozen or lagging watch cache, two API servers of one cluster) is
+//! tested against the real one.
 //!
 //! It generates its own CA, a server certificate for `127.0.0.1`/`localhost` and client
 //! certificates (rcgen), serves realistic lists (`…List` with `metadata.resourceVersion`,
