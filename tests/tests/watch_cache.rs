@@ -242,18 +242,13 @@ fn delayed_cache_beyond_w_warns_with_the_delay_as_lag() {
     let guard = stall_plane();
     let (cp, stall) = (&guard.0, &guard.1);
     let (ns, user, kc) = canary(cp, None, false, true);
-    // The watch feed held back for 1.5 s after the check's write (the delay is the fault itself,
-    // not a wait for something): the cache lags, then shows it.
+    // The watch feed held back until 1.5 s after the check has its write's answer (the delay is
+    // the fault itself, not a wait for something): the cache lags, then shows it.
     let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}");
+    let key = format!("/registry/configmaps/{ns}/{CM}");
     let lagging = |w: &'static str| {
         stall.hold(true);
-        let patches = |cp: &ControlPlane| {
-            cp.requests(&user, &path)
-                .iter()
-                .filter(|r| r.verb == "patch")
-                .count()
-        };
-        let before = patches(cp);
+        let before = cp.requests(&user, &path).len();
         let kc = kc.clone();
         let ns = ns.clone();
         let t = std::thread::spawn(move || {
@@ -261,22 +256,34 @@ fn delayed_cache_beyond_w_warns_with_the_delay_as_lag() {
             args.extend(["-w", w, "--deadline", "6s", "-t", "10"]);
             check(&kc, &args)
         });
-        // The server received the write (its audit log says so before serving it); its watch
-        // event is released 1.5 s later.
+        // The check reads only once its write has answered, so when the server has received
+        // (its audit log says so before serving) a resourceVersion=0 read after the patch, the
+        // check's lag clock is running; from then on the write's watch event, held back by the
+        // proxy, is released 1.5 s later: the lag cannot be below 1.5 s, however slow the
+        // machine (counted from the server's receipt of the write instead, a slow write's answer
+        // ate into the delay and the lag came out below it).
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while patches(cp) == before {
+        loop {
+            let reqs = cp.requests(&user, &path);
+            let new = &reqs[before.min(reqs.len())..];
+            let read_after_write = new.iter().position(|r| r.verb == "patch").is_some_and(|i| {
+                new[i + 1..]
+                    .iter()
+                    .any(|r| r.verb == "get" && r.q("resourceVersion") == Some("0"))
+            });
+            if read_after_write && stall.held_contains(key.as_bytes()) {
+                break;
+            }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the check's write never came"
+                "the check's write, a read after it, and the proxy holding back the watch event \
+                 of {key} ({} bytes held, {} watch streams seen); requests: {new:?}",
+                stall.held(),
+                stall.watches()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(1500));
-        assert!(
-            stall.held() > 0,
-            "the proxy held back the watch event of the write ({} watch streams seen)",
-            stall.watches()
-        );
         stall.release();
         t.join().unwrap()
     };

@@ -111,6 +111,19 @@ impl WatchStall {
         conns.iter().map(|c| c.queue.lock().unwrap().len()).sum()
     }
 
+    /// Whether the watch frames held back now carry `needle` (e.g. an object's etcd key,
+    /// `/registry/configmaps/NS/NAME`: its event is among them; etcd's events are uncompressed).
+    pub fn held_contains(&self, needle: &[u8]) -> bool {
+        let conns = self.held.conns.lock().unwrap();
+        conns.iter().any(|c| {
+            c.queue
+                .lock()
+                .unwrap()
+                .windows(needle.len().max(1))
+                .any(|w| w == needle)
+        })
+    }
+
     /// Watch-stream DATA frames dropped so far.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::SeqCst)
