@@ -1,4 +1,19 @@
-//! A loopback HTTPS Kubernetes API server for the end-to-end tests.
+//! A loopback HTTPS Kubernetes API server for the end-to-end tests — only for what the real
+//! `kube-apiserver` (`crate::control_plane`, which every API check's e2e test uses) will not do
+//! on demand:
+//!
+//! - faults: a failing page in the middle of a list, 404/500/503 for a resource it serves,
+//!   garbage (an HTML page from a proxy), truncated JSON, bodies that drip or whose length lies,
+//!   a dropped connection, a hang, a list that ignores `limit` (10^6 items, hundreds of MiB);
+//! - exact request bytes (a patch's content type and body), which the real server's audit log
+//!   does not record;
+//! - objects dated in the past (an event's `creationTimestamp`: the real server sets it to now);
+//! - the incident replay (`k8s-storage-checks-replay`) and tests of other issues that need none
+//!   of the real server's behaviour.
+//!
+//! Anything a real server produces (objects, statuses, selectors, pagination, RBAC refusals, TLS
+//! and credential failures, a frozen or lagging watch cache, two API servers of one cluster) is
+//! tested against the real one.
 //!
 //! It generates its own CA, a server certificate for `127.0.0.1`/`localhost` and client
 //! certificates (rcgen), serves realistic lists (`…List` with `metadata.resourceVersion`,

@@ -342,9 +342,13 @@ fn datastore_stopped_under_the_api_server_is_unknown_within_the_timeout() {
     cp.node(node);
     let out = check(&cp, "check_stuck_scheduled", &["--node", node]);
     out.assert_status("STUCK_SCHEDULED", 0);
-    // etcd stopped (SIGSTOP: it neither answers nor closes its connections, the worst case).
-    let etcd = nix::unistd::Pid::from_raw(cp.pid("etcd"));
-    nix::sys::signal::kill(etcd, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // etcd stopped (SIGSTOP: it neither answers nor closes its connections, the worst case),
+    // every thread of it: a check run between kill(2) and the stop taking effect was answered
+    // by etcd and said OK (a CI run under load). Stopped, etcd hides behind no cache: a read
+    // without resourceVersion is served from the watch cache only once it holds etcd's current
+    // revision, which the server asks etcd for on every such read (k8s.io/apiserver
+    // storage/cacher: getCurrentRV → etcd3 store GetCurrentResourceVersion, a Range).
+    cp.stop_server("etcd");
     for bin in ["check_stuck_scheduled", "check_stuck_terminating"] {
         let out = check(&cp, bin, &["--node", node, "-t", "5"]);
         out.assert_status(&bin.trim_start_matches("check_").to_uppercase(), 3);
@@ -355,9 +359,9 @@ fn datastore_stopped_under_the_api_server_is_unknown_within_the_timeout() {
             "{bin}: names the server's answer (or its silence): {out:?}"
         );
     }
-    nix::sys::signal::kill(etcd, nix::sys::signal::Signal::SIGCONT).unwrap();
+    cp.continue_server("etcd");
     // etcd killed: the API server answers (an error) or times out; either way UNKNOWN in time.
-    nix::sys::signal::kill(etcd, nix::sys::signal::Signal::SIGKILL).unwrap();
+    cp.kill_server("etcd");
     let out = check(&cp, "check_stuck_scheduled", &["--node", node, "-t", "5"]);
     eprintln!("with etcd killed: {}", out.first_line());
     out.assert_status("STUCK_SCHEDULED", 3);

@@ -1,8 +1,11 @@
 //! check_stale_csi_mounts end to end: real mounts (bindfs FUSE with dead and stopped daemons,
 //! loop ext4, tmpfs) in a private mount namespace under a temporary kubelet root, the release
-//! binary run inside the namespace, the cluster view from kubectl-shaped JSON files.
+//! binary run inside the namespace, the cluster view from kubectl-shaped JSON files and, for the
+//! API classes, from the real kube-apiserver (`e2e::control_plane`: pods, PVs and
+//! VolumeAttachments created through the API with their statuses, the real 403).
 
-use e2e::apiserver::{ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::apiserver::KubeCa;
+use e2e::control_plane::{Auth, ControlPlane, User};
 use e2e::fuse::{bindfs, kill_daemon, processes_with, stop_daemon};
 use e2e::{need_root, need_tool, sha256_hex, Cmd, KubeletTree, Ns, Output};
 use std::path::{Path, PathBuf};
@@ -522,16 +525,18 @@ fn bad_input_is_unknown() {
     );
 }
 
-fn api_pod(uid: &str, node: &str) -> serde_json::Value {
+fn api_pod(ns: &str, name: &str, node: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion":"v1","kind":"Pod",
-        "metadata":{"name":format!("ws-{uid}"),"namespace":"llmsafespaces","uid":uid},
+        "metadata":{"name":name,"namespace":ns},
         "spec":{"nodeName":node,"containers":[{"name":"c","image":"x"}]},
         "status":{"phase":"Running"}})
 }
 
 fn api_pv(name: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":name},
-        "spec":{"csi":{"driver":DRIVER,"volumeHandle":name}},"status":{"phase":"Bound"}})
+        "spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],
+            "csi":{"driver":DRIVER,"volumeHandle":name}},
+        "status":{"phase":"Bound"}})
 }
 
 fn api_va(pv: &str, node: &str) -> serde_json::Value {
@@ -541,8 +546,8 @@ fn api_va(pv: &str, node: &str) -> serde_json::Value {
         "status":{"attached":true}})
 }
 
-/// The incident through the API: the PV deleted, the pod gone, its mount pinning the staging
-/// mount; a healthy volume beside it. Then the API failing, and no credentials at all.
+/// The incident through the real API: the PV deleted, the pod gone, its mount pinning the
+/// staging mount; a healthy volume beside it. Then the API refusing, and no credentials at all.
 #[test]
 fn api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok() {
     let Some(e) = env(
@@ -551,26 +556,37 @@ fn api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok() {
     ) else {
         return;
     };
-    let dead = e.staging("pvc-81b676e6");
+    let cp = ControlPlane::with_rbac();
+    let ns = cp.namespace("llmsafespaces");
+    // PV names are cluster-wide: this test's own.
+    let pv_dead = ControlPlane::unique("pvc-81b676e6");
+    let pv_live = ControlPlane::unique("pvc-live");
+    let pv_x = ControlPlane::unique("pvc-x");
+    cp.create_all(&[
+        api_pod(&ns, "ws-live", NODE),
+        api_pod(&ns, "ws-elsewhere", "node-2"),
+        api_pv(&pv_live),
+        api_va(&pv_live, NODE),
+        api_va(&pv_x, "node-2"),
+    ]);
+    // The kubelet's directories are named by the pods' UIDs, which the server assigned.
+    let uid = cp.get("pod", Some(&ns), "ws-live")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dead = e.staging(&pv_dead);
     e.tmpfs(&dead);
-    let gone = e.tree.pod_csi_mount("u-gone", "pvc-81b676e6", DRIVER);
+    let gone = e
+        .tree
+        .pod_csi_mount("0e0e0e0e-dead-4000-8000-000000000000", &pv_dead, DRIVER);
     e.bind(&dead, &gone);
-    let live_staging = e.staging("pvc-live");
+    let live_staging = e.staging(&pv_live);
     e.tmpfs(&live_staging);
-    let live = e.tree.pod_csi_mount("u-live", "pvc-live", DRIVER);
+    let live = e.tree.pod_csi_mount(&uid, &pv_live, DRIVER);
     e.bind(&live_staging, &live);
 
-    let api = ApiServer::start();
-    api.set(
-        "pods",
-        vec![api_pod("u-live", NODE), api_pod("u-elsewhere", "node-2")],
-    );
-    api.set("persistentvolumes", vec![api_pv("pvc-live")]);
-    api.set(
-        "volumeattachments",
-        vec![api_va("pvc-live", NODE), api_va("pvc-x", "node-2")],
-    );
-    let kc = api.kubeconfig(KubeCa::Inline, KubeAuth::Token("s3cr3t-t0ken".into()));
+    let token = cp.token(User::Checks);
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::Token(User::Checks));
     let args = ["--kubeconfig", s(&kc), "-vv"];
     let out = e.run(&args);
     out.assert_status(NAME, 2);
@@ -584,40 +600,42 @@ fn api_path_finds_the_incident_and_its_failures_are_not_a_silent_ok() {
     );
     assert!(finding(&out, "CRITICAL", "orphaned pod mount").contains(s(&gone)));
     assert!(finding(&out, "CRITICAL", "stale staging mount")
-        .contains("PV pvc-81b676e6 no longer exists"));
+        .contains(&format!("PV {pv_dead} no longer exists")));
     assert!(
         out.stdout
-            .contains("pod llmsafespaces/ws-u-live (uid u-live)"),
+            .contains(&format!("pod {ns}/ws-live (uid {uid})")),
         "{out:?}"
     );
     assert!(
-        !out.stdout.contains("s3cr3t-t0ken"),
+        !out.stdout.contains(&token),
         "a secret in the output: {out:?}"
     );
-    // Only this node's pods were asked for.
+    // Only this node's pods were asked for (the server's audit log).
     let want = format!("spec.nodeName={NODE}");
+    let sa = "system:serviceaccount:k8s-storage-checks:k8s-storage-checks";
     assert!(
-        api.requests()
+        cp.requests(sa, "/api/v1/pods")
             .iter()
-            .any(|r| r.path == "/api/v1/pods" && r.q("fieldSelector") == Some(want.as_str())),
+            .any(|r| r.q("fieldSelector") == Some(want.as_str())),
         "{:?}",
-        api.requests()
+        cp.requests(sa, "/api/v1/pods")
     );
 
-    // The API refuses the PV list: the local part alone is all healthy, which must not read OK.
-    api.fail_when(
-        |r| r.path.ends_with("/persistentvolumes"),
-        Fault::Http(403),
-        None,
+    // The API refuses the PV list (an identity granted all but PVs, refused by the real
+    // authorizer): the local part alone is all healthy, which must not read OK.
+    let user = cp.user_with_rules(
+        &serde_json::json!([{"apiGroups":[""],"resources":["pods","nodes"],"verbs":["list","get"]},
+            {"apiGroups":["storage.k8s.io"],"resources":["volumeattachments"],"verbs":["list"]}]),
+        &["list", "pods", "-A"],
     );
-    let out = e.run(&args);
+    let kc2 = cp.kubeconfig_with(None, KubeCa::Inline, Auth::CertInline(user));
+    let out = e.run(&["--kubeconfig", s(&kc2), "-vv"]);
     out.assert_status(NAME, 3);
     assert!(
         out.first_line().contains("API cross-checks failed"),
         "{out:?}"
     );
     assert!(out.first_line().contains("403"), "{out:?}");
-    api.heal();
 
     // No credentials anywhere and none asked for: the local checks run, the summary says so.
     let out = e.run(&[]);

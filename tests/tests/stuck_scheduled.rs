@@ -1,9 +1,14 @@
 //! check_stuck_scheduled end to end: the release binary against `kubectl get pods -o json`
-//! documents and against the loopback HTTPS API server (token and client-certificate auth,
-//! pagination, events, and every class of API failure).
+//! documents and against the real kube-apiserver (`e2e::control_plane`: pods bound by
+//! `spec.nodeName`, events through the API, token, token-file and client-certificate auth, real
+//! pagination and field selectors, the real 401/403, TLS and kubeconfig failures; which requests
+//! were made is read from the server's audit log). The loopback server remains for the failures a
+//! real server does not produce on demand: a failing page in the middle, 404/500/503, garbage,
+//! truncated JSON, a dropped connection, a hang.
 
 use e2e::apiserver::fixtures::{kubectl_list, pod_event, running, scheduled_no_status};
 use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::control_plane::{Auth, ControlPlane, User};
 use e2e::{Cmd, Output};
 use std::path::Path;
 use std::time::Duration;
@@ -155,23 +160,64 @@ fn cluster() -> ApiServer {
     s
 }
 
+/// The checks' identity as deploy/rbac.yaml makes it.
+const SA: &str = "system:serviceaccount:k8s-storage-checks:k8s-storage-checks";
+
+/// The incident on the real server: a node of its own with two pods stuck for days, one just
+/// scheduled, one running; a healthy pod on another node; the stuck pods' events. (The server
+/// sets an event's creationTimestamp to now, and the check counts an event as seen no earlier
+/// than its creation: events made here read "just now". An event's age and the latest of several
+/// are shown on the loopback server, [`event_ages_and_the_latest_of_several`].)
+struct Real {
+    cp: &'static ControlPlane,
+    node: String,
+    /// The workspaces' namespace (the incident's llmsafespaces).
+    ws: String,
+}
+
+fn real_cluster() -> Real {
+    let cp = ControlPlane::with_rbac();
+    let node = ControlPlane::unique("worker-04");
+    let other = ControlPlane::unique("worker-01");
+    cp.node(&node);
+    cp.node(&other);
+    let ws = cp.namespace("llmsafespaces");
+    let media = cp.namespace("media");
+    cp.create_all(&[
+        running(&media, "radarr-0", &node, 86400),
+        running(&media, "sonarr-0", &other, 86400),
+        scheduled_no_status(&ws, "ws-b70553ae", &node, 17 * 86400),
+        scheduled_no_status(&ws, "ws-ebafc5da", &node, 7 * 86400),
+        scheduled_no_status(&ws, "ws-fresh", &node, 60),
+        pod_event(&ws, "ws-b70553ae", "Scheduled", &format!("Successfully assigned {ws}/ws-b70553ae to {node}"), 17 * 86400),
+        pod_event(&ws, "ws-b70553ae", "FailedMount", "MountVolume.MountDevice failed for volume \"pvc-81b676e6\" : rpc error: code = DeadlineExceeded desc = context deadline exceeded", 600),
+        pod_event(&ws, "ws-ebafc5da", "FailedAttachVolume", "AttachVolume.Attach failed for volume \"pvc-9c1d\" : attachment timeout", 300),
+    ]);
+    Real { cp, node, ws }
+}
+
 #[test]
 fn api_with_token_reads_node_pods_and_events() {
-    let s = cluster();
-    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("s3cr3t-t0ken-value".into()));
-    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE, "-vv"]);
+    let Real { cp, node, ws } = real_cluster();
+    let token = cp.token(User::Checks);
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::Token(User::Checks));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node, "-vv"]);
     out.assert_status(NAME, 2);
     assert_eq!(out.perf("pods"), Some(4.0));
     assert_eq!(out.perf("stuck_pods"), Some(2.0));
     assert!(
         out.first_line()
-            .contains("ws-b70553ae (17d), llmsafespaces/ws-ebafc5da (7d)"),
+            .contains(&format!("ws-b70553ae (17d), {ws}/ws-ebafc5da (7d)")),
         "{out:?}"
     );
-    assert!(out.stdout.contains("last FailedMount (10m ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""), "{out:?}");
+    assert!(out.stdout.contains("last FailedMount ("), "{out:?}");
     assert!(
         out.stdout
-            .contains("last FailedAttachVolume (5m ago): AttachVolume.Attach failed"),
+            .contains(" ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains(" ago): AttachVolume.Attach failed"),
         "{out:?}"
     );
     // -vv names the source and the auth kind, never the token.
@@ -181,104 +227,112 @@ fn api_with_token_reads_node_pods_and_events() {
         "{out:?}"
     );
     assert!(out.stdout.contains("auth bearer token (inline)"), "{out:?}");
-    assert!(!out.stdout.contains("s3cr3t"), "secret leaked: {out:?}");
-    // The pod list asked the server for this node only; events by involvedObject.
-    let reqs = s.requests();
-    let pods = reqs.iter().find(|r| r.path == "/api/v1/pods").unwrap();
-    assert_eq!(pods.q("fieldSelector"), Some("spec.nodeName=worker-04"));
-    assert_eq!(pods.auth, "token");
-    let ev: Vec<_> = reqs
-        .iter()
-        .filter(|r| r.path == "/api/v1/namespaces/llmsafespaces/events")
+    assert!(!out.stdout.contains(&token), "secret leaked: {out:?}");
+    // The server's audit log: the pod list asked for this node only (as the token's user); the
+    // events by involvedObject, for the stuck pods only.
+    let selector = format!("spec.nodeName={node}");
+    let pods: Vec<_> = cp
+        .requests(SA, "/api/v1/pods")
+        .into_iter()
+        .filter(|r| r.q("fieldSelector") == Some(selector.as_str()))
         .collect();
-    assert_eq!(ev.len(), 2, "only stuck pods get an event lookup");
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    assert_eq!(pods[0].verb, "list");
+    let events_path = format!("/api/v1/namespaces/{ws}/events");
+    let ev = cp.requests(SA, &events_path);
+    assert_eq!(ev.len(), 2, "only stuck pods get an event lookup: {ev:?}");
     assert!(ev
         .iter()
         .any(|r| r.q("fieldSelector")
             == Some("involvedObject.kind=Pod,involvedObject.name=ws-b70553ae")));
 
     // --no-events: no event requests at all.
-    let before = s.requests().len();
     let out = check(&[
         "--kubeconfig",
         kc.to_str().unwrap(),
         "--node",
-        NODE,
+        &node,
         "--no-events",
         "-vv",
     ]);
     out.assert_status(NAME, 2);
     assert!(!out.stdout.contains("FailedMount"));
     assert!(
-        out.stdout.contains(
-            "GET /api/v1/pods?limit=500&fieldSelector=spec.nodeName=worker-04 -> 200, page 1: 4 items"
-        ),
+        out.stdout.contains(&format!(
+            "GET /api/v1/pods?limit=500&fieldSelector=spec.nodeName={node} -> 200, page 1: 4 items"
+        )),
         "-vv lists the requests: {out:?}"
     );
-    assert!(s.requests()[before..]
-        .iter()
-        .all(|r| !r.path.ends_with("/events")));
+    assert_eq!(
+        cp.requests(SA, &events_path).len(),
+        2,
+        "no new event request"
+    );
+
+    // The token from a tokenFile: the same answer, the token never shown.
+    let kc = cp.kubeconfig_with(None, KubeCa::File, Auth::TokenFile(User::Checks));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node, "-vv"]);
+    out.assert_status(NAME, 2);
+    assert_eq!(out.perf("stuck_pods"), Some(2.0));
+    assert!(!out.stdout.contains(&token), "secret leaked: {out:?}");
 }
 
 #[test]
 fn api_with_client_cert_files_and_pagination() {
-    let s = ApiServer::start();
-    // 1201 pods on the node: three pages of the client's 500.
+    let cp = ControlPlane::with_rbac();
+    let node = ControlPlane::unique("worker-04");
+    cp.node(&node);
+    let batch = cp.namespace("batch");
+    let ws = cp.namespace("llmsafespaces");
+    // 1201 pods on the node: three pages of the client's 500. The 1200 fillers are created
+    // bare (Pending for seconds: not stuck); the one stuck pod was scheduled an hour ago.
     let mut pods: Vec<_> = (0..1200)
-        .map(|i| running("batch", &format!("job-{i}"), NODE, 3600))
+        .map(|i| {
+            let mut p = running(&batch, &format!("job-{i}"), &node, 3600);
+            p.as_object_mut().unwrap().remove("status");
+            p
+        })
         .collect();
-    pods.push(scheduled_no_status(
-        "llmsafespaces",
-        "ws-d048256b",
-        NODE,
-        3600,
-    ));
-    s.set("pods", pods);
-    let kc = s.kubeconfig(
-        KubeCa::File,
-        KubeAuth::CertFiles("system:node:worker-04".into()),
-    );
+    pods.push(scheduled_no_status(&ws, "ws-d048256b", &node, 3600));
+    cp.create_all(&pods);
+    let user = format!("system:node:{node}");
+    cp.grant_checks_role(&user);
+    let kc = cp.kubeconfig_with(None, KubeCa::File, Auth::CertFiles(user.clone()));
     let out = check(&[
         "--kubeconfig",
         kc.to_str().unwrap(),
         "--node",
-        NODE,
+        &node,
         "--no-events",
     ]);
     out.assert_status(NAME, 2);
     assert_eq!(out.perf("pods"), Some(1201.0));
     assert_eq!(out.perf("stuck_pods"), Some(1.0));
-    let pages: Vec<_> = s
-        .requests()
-        .into_iter()
-        .filter(|r| r.path == "/api/v1/pods")
-        .collect();
+    // The user exists only as the certificate's CN: the server authenticated the certificate.
+    let pages = cp.requests(&user, "/api/v1/pods");
     assert_eq!(pages.len(), 3, "{pages:?}");
-    assert!(pages
-        .iter()
-        .all(|r| r.auth == "client-cert" && r.user.as_deref() == Some("system:node:worker-04")));
     assert_eq!(pages[0].q("continue"), None);
     assert!(pages[1].q("continue").is_some() && pages[2].q("continue").is_some());
     assert!(pages.iter().all(|r| r.q("limit") == Some("500")));
 
     // Inline client certificate too, and --namespace lists per namespace.
-    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::CertInline("nagios".into()));
+    let user = ControlPlane::unique("nagios");
+    cp.grant_checks_role(&user);
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::CertInline(user.clone()));
     let out = check(&[
         "--kubeconfig",
         kc.to_str().unwrap(),
         "--node",
-        NODE,
+        &node,
         "--namespace",
-        "llmsafespaces",
+        &ws,
         "--no-events",
     ]);
     out.assert_status(NAME, 2);
     assert_eq!(out.perf("pods"), Some(1.0));
-    assert!(s
-        .requests()
-        .iter()
-        .any(|r| r.path == "/api/v1/namespaces/llmsafespaces/pods"
-            && r.user.as_deref() == Some("nagios")));
+    assert!(!cp
+        .requests(&user, &format!("/api/v1/namespaces/{ws}/pods"))
+        .is_empty());
 }
 
 #[test]
@@ -297,78 +351,55 @@ fn a_failing_page_in_the_middle_is_unknown_not_a_partial_ok() {
     assert!(out.first_line().contains("HTTP 500"), "{out:?}");
 }
 
-/// Every error class answers UNKNOWN with a first line that says what to do, within -t.
+/// The failures a real server does not produce on demand, on the loopback server: each answers
+/// UNKNOWN with a first line that says what to do, within -t.
+/// Events dated in the past (a real server dates an event's creation now): the age shown is the
+/// latest sighting's, and of two FailedMount events the latest is shown.
 #[test]
-fn api_errors_are_unknown_with_a_useful_first_line() {
+fn event_ages_and_the_latest_of_several() {
+    let s = cluster();
+    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t".into()));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
+    out.assert_status(NAME, 2);
+    assert!(out.stdout.contains("last FailedMount (10m ago): MountVolume.MountDevice failed for volume \"pvc-81b676e6\""), "{out:?}");
+    assert!(!out.stdout.contains("an older FailedMount"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("last FailedAttachVolume (5m ago): AttachVolume.Attach failed"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn api_faults_are_unknown_with_a_useful_first_line() {
     let s = cluster();
     let good = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("good".into()));
     let good = good.to_str().unwrap().to_string();
-    let cases: Vec<(&str, Option<Fault>, String, Vec<&str>)> = vec![
-        (
-            "401",
-            Some(Fault::Http(401)),
-            good.clone(),
-            vec!["HTTP 401", "credentials rejected"],
-        ),
-        (
-            "403",
-            Some(Fault::Http(403)),
-            good.clone(),
-            vec![
-                "HTTP 403",
-                "{apiGroups: [\"\"], resources: [\"pods\"], verbs: [\"list\"]} in a ClusterRole",
-                "cannot list resource",
-            ],
-        ),
-        (
-            "404",
-            Some(Fault::Http(404)),
-            good.clone(),
-            vec!["HTTP 404", "pods not served"],
-        ),
-        (
-            "500",
-            Some(Fault::Http(500)),
-            good.clone(),
-            vec!["HTTP 500", "control plane"],
-        ),
-        (
-            "503",
-            Some(Fault::Http(503)),
-            good.clone(),
-            vec!["HTTP 503"],
-        ),
+    let cases: Vec<(&str, Fault, Vec<&str>)> = vec![
+        ("404", Fault::Http(404), vec!["HTTP 404", "pods not served"]),
+        ("500", Fault::Http(500), vec!["HTTP 500", "control plane"]),
+        ("503", Fault::Http(503), vec!["HTTP 503"]),
         (
             "garbage",
-            Some(Fault::Garbage),
-            good.clone(),
+            Fault::Garbage,
             vec!["bad answer from API server", "invalid JSON"],
         ),
-        (
-            "truncated",
-            Some(Fault::Truncated),
-            good.clone(),
-            vec!["truncated JSON"],
-        ),
+        ("truncated", Fault::Truncated, vec!["truncated JSON"]),
         (
             "dropped",
-            Some(Fault::Drop),
-            good.clone(),
+            Fault::Drop,
             vec!["closed the connection during GET /api/v1/pods"],
         ),
         (
             "slow",
-            Some(Fault::Slow(Duration::from_secs(30))),
-            good.clone(),
+            Fault::Slow(Duration::from_secs(30)),
             vec!["GET /api/v1/pods", "timed out after", "-t"],
         ),
     ];
-    for (what, fault, kc, wants) in cases {
+    for (what, fault, wants) in cases {
         s.heal();
-        if let Some(f) = fault {
-            s.fail(f);
-        }
-        let out = check(&["--kubeconfig", &kc, "--node", NODE, "-t", "3"]);
+        s.fail(fault);
+        let out = check(&["--kubeconfig", &good, "--node", NODE, "-t", "3"]);
         out.assert_status(NAME, 3);
         for w in wants {
             assert!(
@@ -382,32 +413,40 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
             out.elapsed
         );
     }
-    s.heal();
+}
 
-    // Credentials and TLS problems, each named.
-    let wrong_token = {
-        let p = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("good".into()));
-        let t = std::fs::read_to_string(&p)
-            .unwrap()
-            .replace("token: good", "token: expired");
-        std::fs::write(&p, t).unwrap();
-        p
-    };
-    let refused = s.kubeconfig_for(
-        &format!("https://{}", unused_addr()),
-        KubeCa::Inline,
-        KubeAuth::Token("good".into()),
-    );
+/// Credentials, RBAC, TLS and kubeconfig problems against the real server: UNKNOWN, each named,
+/// within -t, no secret shown.
+#[test]
+fn api_errors_are_unknown_with_a_useful_first_line() {
+    let Real { cp, node, .. } = real_cluster();
+    let token = cp.token(User::Checks);
+    let kc = |ca, auth| cp.kubeconfig_with(None, ca, auth);
     let cases: Vec<(&str, std::path::PathBuf, Vec<&str>, Vec<&str>)> = vec![
         (
-            "wrong token",
-            wrong_token,
+            "401: a token the server does not know",
+            kc(KubeCa::Inline, Auth::WrongToken),
             vec![],
             vec!["HTTP 401", "credentials rejected"],
         ),
         (
+            "403: an identity granted nothing",
+            kc(KubeCa::Inline, Auth::Token(User::Nobody)),
+            vec![],
+            vec![
+                "HTTP 403",
+                "{apiGroups: [\"\"], resources: [\"pods\"], verbs: [\"list\"]} in a ClusterRole",
+                "cannot list resource",
+                "User \"nobody\"",
+            ],
+        ),
+        (
             "refused",
-            refused,
+            cp.kubeconfig_with(
+                Some(&format!("https://{}", unused_addr())),
+                KubeCa::Inline,
+                Auth::Token(User::Checks),
+            ),
             vec![],
             vec![
                 "connection refused",
@@ -416,7 +455,7 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
         ),
         (
             "wrong CA",
-            s.kubeconfig(KubeCa::Wrong, KubeAuth::Token("good".into())),
+            kc(KubeCa::Wrong, Auth::Token(User::Checks)),
             vec![],
             vec![
                 "TLS verification of API server 127.0.0.1:",
@@ -425,41 +464,41 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
         ),
         (
             "no CA",
-            s.kubeconfig(KubeCa::Missing, KubeAuth::Token("good".into())),
+            kc(KubeCa::Missing, Auth::Token(User::Checks)),
             vec![],
             vec!["no certificate-authority"],
         ),
         (
             "untrusted client cert",
-            s.kubeconfig(KubeCa::Inline, KubeAuth::CertUntrusted),
+            kc(KubeCa::Inline, Auth::CertUntrusted),
             vec![],
-            vec!["127.0.0.1"],
+            vec!["127.0.0.1", "HTTP 401"],
         ),
         (
             "unresolvable host",
-            s.kubeconfig_for(
-                "https://apiserver.invalid:6443",
+            cp.kubeconfig_with(
+                Some("https://apiserver.invalid:6443"),
                 KubeCa::Inline,
-                KubeAuth::Token("good".into()),
+                Auth::Token(User::Checks),
             ),
             vec![],
             vec!["cannot resolve API server host apiserver.invalid:6443"],
         ),
         (
             "exec plugin",
-            s.kubeconfig(KubeCa::Inline, KubeAuth::Exec),
+            kc(KubeCa::Inline, Auth::Exec),
             vec![],
             vec!["exec credential plugin", "not support"],
         ),
         (
             "anonymous context",
-            s.kubeconfig(KubeCa::Inline, KubeAuth::Token("good".into())),
+            kc(KubeCa::Inline, Auth::Token(User::Checks)),
             vec!["--context", "other"],
             vec!["HTTP 401"],
         ),
         (
             "missing context",
-            s.kubeconfig(KubeCa::Inline, KubeAuth::Token("good".into())),
+            kc(KubeCa::Inline, Auth::Token(User::Checks)),
             vec!["--context", "nope"],
             vec!["context 'nope' not found", "test, other"],
         ),
@@ -475,7 +514,7 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
             "--kubeconfig",
             kc.to_str().unwrap(),
             "--node",
-            NODE,
+            node.as_str(),
             "-t",
             "3",
         ];
@@ -489,42 +528,52 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
             );
         }
         assert!(
-            !out.stdout.contains("good"),
+            !out.stdout.contains(&token),
             "{what}: token leaked: {out:?}"
+        );
+        assert!(
+            out.elapsed < Duration::from_secs(8),
+            "{what}: took {:?}",
+            out.elapsed
         );
     }
 
     // insecure-skip-tls-verify works only because the kubeconfig says so (and -vv says it is off).
-    let kc = s.kubeconfig(KubeCa::Insecure, KubeAuth::Token("good".into()));
-    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE, "-vv"]);
+    let kc = kc(KubeCa::Insecure, Auth::Token(User::Checks));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node, "-vv"]);
     out.assert_status(NAME, 2);
     assert!(out.stdout.contains("TLS verification OFF"), "{out:?}");
 }
 
 #[test]
 fn events_forbidden_keeps_the_verdict_and_says_why() {
-    let s = cluster();
-    s.fail_when(|r| r.path.ends_with("/events"), Fault::Http(403), None);
-    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::TokenFile("from-file".into()));
-    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
+    // deploy/rbac.yaml's ClusterRole without events, for a user of its own: the real 403.
+    let Real { cp, node, ws } = real_cluster();
+    let user = cp.user_with_rules(
+        &serde_json::json!([{"apiGroups":[""],"resources":["pods"],"verbs":["list"]},
+            {"apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]),
+        &["list", "pods", "-A"],
+    );
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::CertInline(user));
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node]);
     out.assert_status(NAME, 2);
     assert!(out.stdout.contains("events not read:"), "{out:?}");
     assert!(
-        out.stdout.contains(
-            "resources: [\"events\"], verbs: [\"list\"]} in a Role in namespace llmsafespaces"
-        ),
+        out.stdout.contains(&format!(
+            "resources: [\"events\"], verbs: [\"list\"]}} in a Role in namespace {ws}"
+        )),
         "{out:?}"
     );
 }
 
 #[test]
 fn kubeconfig_env_list_first_existing_file() {
-    let s = cluster();
-    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("envtok".into()));
+    let Real { cp, node, .. } = real_cluster();
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::Token(User::Checks));
     let out = Cmd::check(BIN)
         .env("KUBECONFIG", format!("/nonexistent/a:{}", kc.display()))
         .env_remove("KUBERNETES_SERVICE_HOST")
-        .args(["--node", NODE, "--no-events", "-vv"])
+        .args(["--node", &node, "--no-events", "-vv"])
         .run();
     out.assert_status(NAME, 2);
     assert!(

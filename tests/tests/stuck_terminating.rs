@@ -1,11 +1,16 @@
 //! check_stuck_terminating end to end: the release binary against `kubectl get pods -o json`
-//! documents and the loopback HTTPS API server. The incident's seerr pod: deleted 41 minutes ago,
-//! jiva-csi's teardown failed once on a read-only mount, never retried.
+//! documents (the incident's times exactly: deleted 41 minutes ago) and against the real
+//! kube-apiserver (`e2e::control_plane`), where pods deleted for real stay Terminating because no
+//! kubelet confirms their end — the incident's state; the server sets deletionTimestamp to now +
+//! grace, so there the thresholds are seconds. The incident's seerr pod: jiva-csi's teardown
+//! failed once on a read-only mount, never retried.
 
 use e2e::apiserver::fixtures::{ago, kubectl_list, pod_event, running};
-use e2e::apiserver::{unused_addr, ApiServer, Fault, KubeAuth, KubeCa};
+use e2e::apiserver::{unused_addr, ApiServer, KubeAuth, KubeCa};
+use e2e::control_plane::{Auth, ControlPlane, User};
 use e2e::{write_json, Cmd, Output};
 use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 const NAME: &str = "STUCK_TERMINATING";
 const BIN: &str = "check_stuck_terminating";
@@ -158,23 +163,17 @@ fn pods_json_wedged_grace_and_finalizers() {
     assert_eq!(out.perf("terminating_pods"), Some(1.0));
 }
 
+/// Events dated in the past (a real server dates an event's creation now, and the check counts
+/// an event as seen no earlier than that): the age shown is the latest sighting's, and the
+/// latest teardown failure is the one shown, not an older mount failure.
 #[test]
-fn api_shows_the_failed_unmount_and_the_umount_hint() {
-    // The fixtures are dated against the clock: build the binaries first, so a slow build
-    // does not move "41m ago" to "41m1s ago".
+fn event_ages_and_the_latest_failure() {
     let _ = e2e::bin_dir();
     let s = ApiServer::start();
     s.set("pods", pods());
     s.set(
         "events",
         vec![
-            pod_event(
-                "media",
-                "seerr-seerr-chart-0",
-                "Killing",
-                "Stopping container main",
-                41 * 60,
-            ),
             pod_event(
                 "media",
                 "seerr-seerr-chart-0",
@@ -191,7 +190,7 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
             ),
         ],
     );
-    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t3rm-t0ken".into()));
+    let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("t".into()));
     let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
     out.assert_status(NAME, 2);
     assert!(
@@ -201,16 +200,157 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
         )),
         "{out:?}"
     );
+    assert!(!out.stdout.contains("an older one"), "{out:?}");
+}
+
+#[test]
+fn api_shows_the_failed_unmount_and_the_umount_hint() {
+    let cp = ControlPlane::with_rbac();
+    let node = ControlPlane::unique("k8s03");
+    let other = ControlPlane::unique("k8s01");
+    cp.node(&node);
+    cp.node(&other);
+    let media = cp.namespace("media");
+    let backup = cp.namespace("backup");
+    let x = cp.namespace("x");
+    // The pods as they were before their delete (phase Running, containers terminated).
+    let mut seerr = terminating(&media, "seerr-seerr-chart-0", SEERR_UID, 0, 1, &[]);
+    let mut sonarr = terminating(
+        &media,
+        "sonarr-0",
+        "1111aaaa-0000-4000-8000-000000000001",
+        0,
+        3600,
+        &[],
+    );
+    let mut velero = terminating(
+        &backup,
+        "velero-restore-helper",
+        "2222bbbb-0000-4000-8000-000000000002",
+        0,
+        1,
+        &["example.com/snapshot-cleanup"],
+    );
+    let mut elsewhere = terminating(
+        &x,
+        "elsewhere",
+        "3333cccc-0000-4000-8000-000000000003",
+        0,
+        1,
+        &[],
+    );
+    for p in [&mut seerr, &mut sonarr, &mut velero, &mut elsewhere] {
+        p["spec"]["nodeName"] = json!(node);
+        p["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+    }
+    elsewhere["spec"]["nodeName"] = json!(other);
+    cp.create_all(&[
+        running(&media, "radarr-0", &node, 86400),
+        seerr,
+        sonarr,
+        velero,
+        elsewhere,
+    ]);
+    // The teardown message names the pod's real UID (the server's) in the kubelet path.
+    let uid = cp.get("pod", Some(&media), "seerr-seerr-chart-0")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = teardown_message().replace(SEERR_UID, &uid);
+    let mount = MOUNT.replace(SEERR_UID, &uid);
+    cp.create_all(&[
+        pod_event(
+            &media,
+            "seerr-seerr-chart-0",
+            "Killing",
+            "Stopping container main",
+            41 * 60,
+        ),
+        pod_event(
+            &media,
+            "seerr-seerr-chart-0",
+            "FailedUnmount",
+            &message,
+            40 * 60,
+        ),
+    ]);
+    // Deleted for real: each with its own grace period (sonarr's an hour: still inside it).
+    for (ns, pod, grace) in [
+        (&media, "seerr-seerr-chart-0", "1"),
+        (&media, "sonarr-0", "3600"),
+        (&backup, "velero-restore-helper", "1"),
+        (&x, "elsewhere", "1"),
+    ] {
+        cp.kubectl(
+            &[
+                "-n",
+                ns,
+                "delete",
+                "pod",
+                pod,
+                "--wait=false",
+                &format!("--grace-period={grace}"),
+            ],
+            None,
+        );
+    }
+    let token = cp.token(User::Checks);
+    let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::Token(User::Checks));
+    let kc = kc.to_str().unwrap();
+    let args = [
+        "--kubeconfig",
+        kc,
+        "--node",
+        node.as_str(),
+        "--warning-after",
+        "1s",
+        "--critical-after",
+        "1s",
+    ];
+    // The grace periods of 1 s pass, and 1 s more: wait for that state by asking the check
+    // (bounded), not by a guessed delay.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let out = check(&args);
+        if out.perf("wedged_pods") == Some(2.0) || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    out.assert_status(NAME, 2);
+    assert_eq!(out.perf("terminating_pods"), Some(3.0), "{out:?}");
+    assert_eq!(out.perf("wedged_pods"), Some(2.0), "{out:?}");
+    assert!(
+        !out.stdout.contains("sonarr-0"),
+        "inside its grace period: {out:?}"
+    );
+    assert!(!out.stdout.contains("elsewhere"), "{out:?}");
+    assert!(
+        out.stdout.contains(&format!(
+            "[CRITICAL] {media}/seerr-seerr-chart-0 on {node}: deleted "
+        )) && out
+            .stdout
+            .contains("past its 1s grace period, no finalizers"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("last FailedUnmount (")
+            && out.stdout.contains(&format!(" ago): {}", &message[..120])),
+        "{out:?}"
+    );
     assert!(
         out.stdout
-            .contains(&format!("hint: on k8s03 run `umount {MOUNT}`")),
+            .contains(&format!("hint: on {node} run `umount {mount}`")),
         "{out:?}"
     );
     // The finalizer-held pod: its finalizers, and no hint (no teardown error).
     let lines: Vec<&str> = out.stdout.lines().collect();
     let i = lines
         .iter()
-        .position(|l| l.contains("backup/velero-restore-helper on k8s03"))
+        .position(|l| l.contains(&format!("{backup}/velero-restore-helper on {node}")))
         .unwrap();
     assert!(
         lines[i].ends_with("finalizers: example.com/snapshot-cleanup"),
@@ -220,55 +360,63 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
         lines.get(i + 1).is_none_or(|l| !l.starts_with("    ")),
         "{out:?}"
     );
-    // Pods listed for this node; events only for the two wedged pods.
-    let reqs = s.requests();
-    assert_eq!(
-        reqs.iter()
-            .find(|r| r.path == "/api/v1/pods")
-            .unwrap()
-            .q("fieldSelector"),
-        Some("spec.nodeName=k8s03")
-    );
-    let ev: Vec<_> = reqs
+    // The server's audit log: pods listed for this node; events only for the two wedged pods.
+    let sa = "system:serviceaccount:k8s-storage-checks:k8s-storage-checks";
+    let selector = format!("spec.nodeName={node}");
+    assert!(cp
+        .requests(sa, "/api/v1/pods")
         .iter()
-        .filter(|r| r.path.ends_with("/events"))
-        .collect();
-    assert_eq!(ev.len(), 2, "{ev:?}");
-    assert!(!out.stdout.contains("t3rm-t0ken"));
+        .any(|r| r.q("fieldSelector") == Some(selector.as_str())));
+    let events = |ns: &str| cp.requests(sa, &format!("/api/v1/namespaces/{ns}/events"));
+    let last_run = |ns: &str| {
+        // The events of the last run only: the bounded wait above ran the check more than once.
+        events(ns).len()
+    };
+    let (m0, b0) = (last_run(&media), last_run(&backup));
+    assert!(m0 >= 1 && b0 >= 1, "events of both wedged pods read");
+    assert!(events(&x).is_empty() && !out.stdout.contains(&token));
+    let out = check(&args);
+    out.assert_status(NAME, 2);
+    assert_eq!(
+        (last_run(&media) - m0) + (last_run(&backup) - b0),
+        2,
+        "one event lookup per wedged pod"
+    );
 
     // --no-events: no event requests, the verdict unchanged.
-    let before = s.requests().len();
-    let out = check(&[
-        "--kubeconfig",
-        kc.to_str().unwrap(),
-        "--node",
-        NODE,
-        "--no-events",
-    ]);
+    let (m1, b1) = (last_run(&media), last_run(&backup));
+    let mut no_events = args.to_vec();
+    no_events.push("--no-events");
+    let out = check(&no_events);
     out.assert_status(NAME, 2);
     assert!(!out.stdout.contains("hint:"));
-    assert!(s.requests()[before..]
-        .iter()
-        .all(|r| !r.path.ends_with("/events")));
+    assert_eq!((last_run(&media), last_run(&backup)), (m1, b1));
 
-    // Events failing: the verdict stands with a note.
-    s.fail_when(|r| r.path.ends_with("/events"), Fault::Http(403), None);
-    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", NODE]);
+    // Events forbidden (a user granted pods and nodes only): the verdict stands with a note.
+    let user = cp.user_with_rules(
+        &json!([{"apiGroups":[""],"resources":["pods"],"verbs":["list"]},
+            {"apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]),
+        &["list", "pods", "-A"],
+    );
+    let kc2 = cp.kubeconfig_with(None, KubeCa::Inline, Auth::CertInline(user));
+    let mut forbidden = args.to_vec();
+    forbidden[1] = kc2.to_str().unwrap();
+    let out = check(&forbidden);
     out.assert_status(NAME, 2);
     assert!(out.stdout.contains("events not read: "), "{out:?}");
-    s.heal();
+    assert!(out.stdout.contains("HTTP 403"), "{out:?}");
 
     // The API unreachable for the pod list itself: UNKNOWN naming it.
-    let down = s.kubeconfig_for(
-        &format!("https://{}", unused_addr()),
+    let down = cp.kubeconfig_with(
+        Some(&format!("https://{}", unused_addr())),
         KubeCa::Inline,
-        KubeAuth::Token("t".into()),
+        Auth::Token(User::Checks),
     );
     let out = check(&[
         "--kubeconfig",
         down.to_str().unwrap(),
         "--node",
-        NODE,
+        &node,
         "-t",
         "5",
     ]);
