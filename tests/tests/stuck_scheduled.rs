@@ -538,9 +538,20 @@ fn api_errors_are_unknown_with_a_useful_first_line() {
         );
     }
 
-    // insecure-skip-tls-verify works only because the kubeconfig says so (and -vv says it is off).
+    // insecure-skip-tls-verify is refused unless the command line allows it too (nothing sent)...
     let kc = kc(KubeCa::Insecure, Auth::Token(User::Checks));
-    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node, "-vv"]);
+    let out = check(&["--kubeconfig", kc.to_str().unwrap(), "--node", &node]);
+    out.assert_status(NAME, 3);
+    assert!(out.stdout.contains("--allow-insecure-tls"), "{out:?}");
+    // ...and with --allow-insecure-tls it works, and -vv says verification is off.
+    let out = check(&[
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--node",
+        &node,
+        "-vv",
+        "--allow-insecure-tls",
+    ]);
     out.assert_status(NAME, 2);
     assert!(out.stdout.contains("TLS verification OFF"), "{out:?}");
 }
