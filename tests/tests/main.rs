@@ -24,6 +24,7 @@ mod real_apiserver;
 
 // The suite as a whole: protocol, options, output formats, every fault, privilege.
 mod fault_matrix;
+mod never_lose_node;
 mod plugin_protocol;
 mod privilege;
 mod structured_output;

@@ -46,11 +46,31 @@ pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
 /// True when the kubelet roots are the node's own: none given (the defaults are looked for), or
 /// each given one is a default root, on the host itself (no `--host-root`). Only then may a
 /// privileged check raise its privilege to look into them ([`crate::privilege::elevated_if`]).
+/// Paths are compared by their components (`/var/lib/kubelet/`, `/var/lib//kubelet` and
+/// `/var/lib/./kubelet` are the default root; a link is not resolved).
 pub fn roots_are_own(given: &[PathBuf], host: &Host) -> bool {
     host.is_local()
         && given
             .iter()
-            .all(|g| DEFAULT_ROOTS.iter().any(|d| g.as_os_str() == *d))
+            .all(|g| DEFAULT_ROOTS.iter().any(|d| same_path(g, Path::new(d))))
+}
+
+/// The same path written another way: equal components (a trailing slash, a doubled slash or a
+/// `.` component make no difference; `..` and links are not resolved).
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    a.components().eq(b.components())
+}
+
+/// True when `path` is a default kubelet root or lies under one, on the host itself.
+pub fn under_own_root(path: &Path, host: &Host) -> bool {
+    host.is_local()
+        && DEFAULT_ROOTS.iter().any(|d| {
+            let n = Path::new(d).components().count();
+            path.components().take(n).eq(Path::new(d).components())
+                && !path
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+        })
 }
 
 /// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
