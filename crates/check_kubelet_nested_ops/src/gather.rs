@@ -224,7 +224,7 @@ impl Gatherer<'_> {
     }
 
     fn parse(&self, line: &[u8], time_ms: Option<i64>) -> Option<Failure> {
-        parse::parse_line(line, time_ms, self.now, self.tz)
+        parse::parse_line_since(line, time_ms, self.now, self.tz, self.since)
     }
 
     /// The journal of `units`, after the kept cursor (else from the lookback's start).

@@ -285,6 +285,19 @@ pub fn is_log_line(line: &[u8]) -> bool {
 /// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
 /// source has one (the journal's `__REALTIME_TIMESTAMP`).
 pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) -> Option<Failure> {
+    parse_line_since(line, entry_ms, now_ms, tz, i64::MIN)
+}
+
+/// [`parse_line`], with only what a volume's run needs (time, volume, backoff) for a failure
+/// older than `old_before` (epoch ms): its words are never shown, and leaving them out keeps a
+/// log of millions of old lines within -t (issue 27, finding 3).
+pub fn parse_line_since(
+    line: &[u8],
+    entry_ms: Option<i64>,
+    now_ms: i64,
+    tz: &dyn Tz,
+    old_before: i64,
+) -> Option<Failure> {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches(['\r', '\n']);
     let mut msg: std::borrow::Cow<str> = std::borrow::Cow::Borrowed(text);
@@ -317,6 +330,17 @@ pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) 
     }
     let (volume, key_pod, until_t, backoff_ms, err) = parse_message(&msg)?;
     let t = t.or(until_t)?;
+    if t < old_before {
+        return Some(Failure {
+            t,
+            volume,
+            pv: None,
+            op: String::new(),
+            pod: None,
+            backoff_ms,
+            error: String::new(),
+        });
+    }
     Some(Failure {
         t,
         pv: pv_of(&err),

@@ -130,7 +130,7 @@ pub fn privilege_text(host: &Host, path: &Path, e: &std::io::Error) -> String {
         crate::privilege::advice(
             "CAP_DAC_READ_SEARCH",
             "the kubelet's directories are root-only",
-            kubelet::under_own_root(path, host),
+            crate::privilege::elevated_now(),
         )
     )
 }

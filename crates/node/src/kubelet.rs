@@ -61,18 +61,6 @@ pub fn same_path(a: &Path, b: &Path) -> bool {
     a.components().eq(b.components())
 }
 
-/// True when `path` is a default kubelet root or lies under one, on the host itself.
-pub fn under_own_root(path: &Path, host: &Host) -> bool {
-    host.is_local()
-        && DEFAULT_ROOTS.iter().any(|d| {
-            let n = Path::new(d).components().count();
-            path.components().take(n).eq(Path::new(d).components())
-                && !path
-                    .components()
-                    .any(|c| c == std::path::Component::ParentDir)
-        })
-}
-
 /// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
 /// read as "no PV mounts on this node").
 pub fn missing_roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
@@ -457,6 +445,27 @@ pub fn staging_hash(volume_handle: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 27, finding 10: the default root written another way is still the node's own.
+    #[test]
+    fn default_roots_written_another_way_are_own() {
+        let host = Host::local();
+        for g in [
+            "/var/lib/kubelet/",
+            "/var/lib//kubelet",
+            "/var/lib/./kubelet",
+        ] {
+            assert!(super::roots_are_own(&[PathBuf::from(g)], &host), "{g}");
+        }
+        assert!(!super::roots_are_own(
+            &[PathBuf::from("/var/lib/kubelet/..")],
+            &host
+        ));
+        assert!(!super::roots_are_own(
+            &[PathBuf::from("/tmp/kubelet")],
+            &host
+        ));
+    }
+
     use super::*;
 
     fn roots() -> Vec<PathBuf> {

@@ -11,6 +11,13 @@ pub use plugin::privilege::{
     as_caller, elevated_if, open, open_with, read, secure as is_privileged, via_sudo,
 };
 
+/// True when the calling thread runs at the binary's own privilege (inside
+/// [`elevated_if`] for a node's own source), or the process has no more privilege than its
+/// caller: a failure now is not the boundary's doing.
+pub fn elevated_now() -> bool {
+    !is_privileged() || plugin::privilege::Level::current() == plugin::privilege::Level::own()
+}
+
 /// True when this process runs with `NoNewPrivs` set (`/proc/self/status`): its parent (a systemd
 /// unit with `NoNewPrivileges=yes`, `setpriv --no-new-privs`, a container runtime) forbade gaining
 /// privilege at exec, so the binary's file capabilities were not applied.

@@ -293,7 +293,7 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
         if !last {
             if let Some(why) = unsafe_component_reason(st.st_uid, euid) {
                 return Err(DirError::Refused(format!(
-                    "state directory {shown} refused: the directory {} on its way {why}; another user could redirect it (give a path through directories of root's or this user's only)",
+                    "state directory {shown} refused: the directory {} on its way is not gone through: {why}; another user could redirect it (give a path through directories of root's or this user's only)",
                     here.display()
                 )));
             }
