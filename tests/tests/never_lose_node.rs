@@ -520,7 +520,9 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
             log.into(),
         ]
     };
-    let cases: Vec<(&str, &str, Vec<std::ffi::OsString>, i32, Vec<&str>)> = vec![
+    /// (label, binary, arguments, exit code, phrases of the first line)
+    type Case<'a> = (&'a str, &'a str, Vec<std::ffi::OsString>, i32, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
         (
             "kubelet log, 3e6 failure lines outside the window",
             "check_kubelet_nested_ops",

@@ -337,6 +337,12 @@ impl Gatherer<'_> {
     /// json-file, CRI) are unwrapped per line, a partial line joined with the next; the runtime's
     /// timestamp is the entry's time. True when the next line continues this one.
     fn unwrapped(&self, line: &[u8], joiner: &mut wrap::Joiner, acc: &mut Acc) -> bool {
+        if joiner.passes_through(line) {
+            if let Some(f) = self.parse(line, None) {
+                acc.push(f);
+            }
+            return false;
+        }
         joiner.feed(line, |l| {
             if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
                 acc.push(f);

@@ -38,14 +38,16 @@ pub fn no_new_privs() -> bool {
 pub fn advice(cap: &str, why: &str, own: bool) -> String {
     // SAFETY: plain id getter.
     let root = unsafe { libc::geteuid() } == 0;
+    // Under NoNewPrivs the kernel still marks the exec secure (the file has capabilities) but
+    // grants none of them: nothing is permitted.
+    if !root && no_new_privs() && plugin::privilege::permitted() == 0 {
+        return format!(
+            "this process runs with NoNewPrivs (set by its parent: a systemd unit with NoNewPrivileges=yes, setpriv --no-new-privs, a container runtime), so the binary's file capabilities ({cap}) were not applied at exec; remove NoNewPrivileges from the agent's unit, or run the check as root ({why})"
+        );
+    }
     if is_privileged() && !own {
         return format!(
             "this binary's {cap} serves the node's own default sources only, never a path given on the command line: leave the option at its default (or run as root)"
-        );
-    }
-    if !root && !is_privileged() && no_new_privs() {
-        return format!(
-            "this process runs with NoNewPrivs (set by its parent: a systemd unit with NoNewPrivileges=yes, setpriv --no-new-privs, a container runtime), so the binary's file capabilities ({cap}) were not applied at exec; remove NoNewPrivileges from the agent's unit, or run the check as root ({why})"
         );
     }
     format!("run as root or grant {cap} ({why})")

@@ -290,7 +290,12 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
             Err(e) => return Err(open_err(e)),
         };
         let st = fstat(next.as_raw_fd()).map_err(open_err)?;
-        if !last {
+        // The state directory's own parent may be another user's (the role's sudo mode keeps
+        // root's state in `<agent's state dir>/root`): the directory itself is opened without
+        // following a link and must be root's or ours, so that user can only delete it. What lies
+        // further up is never gone through when another user owns it.
+        let parent_of_last = todo.len() == 1;
+        if !last && !parent_of_last {
             if let Some(why) = unsafe_component_reason(st.st_uid, euid) {
                 return Err(DirError::Refused(format!(
                     "state directory {shown} refused: the directory {} on its way is not gone through: {why}; another user could redirect it (give a path through directories of root's or this user's only)",
@@ -674,9 +679,15 @@ mod tests {
         std::fs::create_dir_all(&target).unwrap();
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
         chown(&theirs, true);
-        let e = save(&theirs.join("new/c.json"), &vec![1u32]).unwrap_err();
+        let e = save(&theirs.join("a/new/c.json"), &vec![1u32]).unwrap_err();
         assert!(e.contains("refused") && e.contains("theirs"), "{e}");
-        assert!(!theirs.join("new").exists());
+        assert!(!theirs.join("a").exists());
+        // Its directory may sit right in another user's (sudo mode: `<agent's dir>/root`).
+        save(&theirs.join("root/c.json"), &vec![4u32]).unwrap();
+        assert_eq!(
+            load::<Vec<u32>>(&theirs.join("root/c.json")).unwrap(),
+            Some(vec![4])
+        );
         let link = base.join("link");
         symlink(&target, &link).unwrap();
         chown(&link, false);
