@@ -48,7 +48,7 @@ const TOKEN: &str = "fm-S3cret-T0ken-7d41c9e2b5";
 const NODE: &str = "fm-node-1";
 
 /// One row of the matrix.
-struct Row {
+pub(crate) struct Row {
     label: String,
     bin: &'static str,
     name: &'static str,
@@ -77,7 +77,7 @@ struct Row {
     t: u64,
 }
 
-fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
+pub(crate) fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
     Row {
         label: label.into(),
         bin,
@@ -98,15 +98,15 @@ fn row(label: impl Into<String>, bin: &'static str, name: &'static str) -> Row {
 }
 
 impl Row {
-    fn arg(mut self, a: impl Into<OsString>) -> Row {
+    pub(crate) fn arg(mut self, a: impl Into<OsString>) -> Row {
         self.args.push(a.into());
         self
     }
-    fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, a: I) -> Row {
+    pub(crate) fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, a: I) -> Row {
         self.args.extend(a.into_iter().map(Into::into));
         self
     }
-    fn expect(mut self, code: i32, phrases: &[&'static str]) -> Row {
+    pub(crate) fn expect(mut self, code: i32, phrases: &[&'static str]) -> Row {
         self.want = code;
         self.phrases = phrases.to_vec();
         self
@@ -116,7 +116,7 @@ impl Row {
         self
     }
     /// Phrases the long output (anywhere in stdout) must hold.
-    fn long(mut self, phrases: &[&'static str]) -> Row {
+    pub(crate) fn long(mut self, phrases: &[&'static str]) -> Row {
         self.long.extend_from_slice(phrases);
         self
     }
@@ -264,7 +264,7 @@ fn exec(r: &Row, i: usize) -> (Output, Vec<String>) {
 }
 
 /// Run every row, print the table, fail listing every broken row.
-fn run_rows(rows: Vec<Row>) {
+pub(crate) fn run_rows(rows: Vec<Row>) {
     let mut failed = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let (out, errs) = exec(r, i);
@@ -793,6 +793,9 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
             "Huge" | "DevZero" | "Garbage" | "SyslogKern",
         ) => (3, "is not a kernel log"),
         (_, "--mountinfo", "Huge" | "DevZero") => (3, "the cap of a mount table"),
+        // Issue 27, finding 4: a source that gave nothing is not OK.
+        ("check_kubelet_nested_ops", "--log-file", "Empty") => (3, "gave nothing to read"),
+        ("check_storage_kernel_errors", "--kmsg", "Empty") => (3, "gave no kernel log record"),
         ("check_kubelet_nested_ops", "--log-file", _) => (0, "no failed volume operations"),
         ("check_storage_kernel_errors", "--kmsg", _) => (0, "no storage errors"),
         (_, "--mountinfo", "Empty") => (3, "is empty: not a mount table"),
@@ -894,13 +897,18 @@ fn file_faults_every_node_check() {
 /// by GNU time: the largest of the check process and the worker it forked and reaped (`wait4`'s
 /// rusage covers waited-for descendants), mapped file pages included. Not measured from this
 /// process: a child forked from it carries this test's own RSS in its high-water mark.
-fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
+pub(crate) fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i64) {
+    run_measured_t(bin_name, args, T)
+}
+
+/// [`run_measured`] with `-t t`.
+pub(crate) fn run_measured_t(bin_name: &str, args: &[OsString], t: u64) -> (i32, String, i64) {
     let f = tempfile::NamedTempFile::new().unwrap();
     let out = Cmd::new("/usr/bin/time")
         .args(["-f", "%M", "-o"])
         .arg(f.path())
         .arg(bin(bin_name))
-        .args(["-t", &T.to_string()])
+        .args(["-t", &t.to_string()])
         .args(args)
         .env_remove("KUBECONFIG")
         .env("HOME", "/nonexistent")
@@ -1416,7 +1424,7 @@ const STATE_NOTES: &[&str] = &[
     "was replaced",
     "rebooted",
     "beyond the end",
-    "dated in the future",
+    "the clock was set back",
     "cannot read state",
     "cannot write state",
     "cannot create the directory",
@@ -1455,7 +1463,7 @@ const STATE_CHECKS: &[StateCheck] = &[
 
 /// A kernel monotonic timestamp (µs) `ago` seconds back. /proc/uptime is CLOCK_BOOTTIME, the
 /// same as the monotonic clock the check maps records with unless the machine was suspended.
-fn kmsg_usec_ago(ago: u64) -> u64 {
+pub(crate) fn kmsg_usec_ago(ago: u64) -> u64 {
     let up = std::fs::read_to_string("/proc/uptime").expect("/proc/uptime");
     let secs: f64 = up.split_whitespace().next().unwrap().parse().unwrap();
     ((secs - ago as f64).max(1.0) * 1e6) as u64
@@ -1616,7 +1624,7 @@ fn state_fault_notes(c: &StateCheck, f: StateFault) -> &'static [&'static str] {
         StateFault::PositionBeyondEnd => &["beyond the end of the kernel log", "read afresh"],
         StateFault::InodeMismatch => &["was replaced (rotated)", "read the new one from its start"],
         StateFault::OtherBoot => &["rebooted", "read afresh"],
-        StateFault::FutureEvents => &["dated in the future were dropped"],
+        StateFault::FutureEvents => &["the clock was set back", "dated after now dropped"],
         StateFault::FileIsDir => &["cannot read state file", "Is a directory"],
         StateFault::DirMissing => &[],
         StateFault::DirNotWritable => &["cannot write state file", "Permission denied (EACCES)"],

@@ -27,6 +27,7 @@ mod never_lose_api;
 
 // The suite as a whole: protocol, options, output formats, every fault, privilege.
 mod fault_matrix;
+mod never_lose_node;
 mod never_lose_worker;
 mod plugin_protocol;
 mod privilege;

@@ -204,14 +204,44 @@ fn run_start(vol: &str, evs: &[&Failure], known: &[Streak]) -> (i64, u64) {
 /// Decide (pure), at the time the data was gathered.
 pub fn evaluate(data: &Data, policy: &Policy) -> Report {
     let now = data.now;
-    let vols = volumes(&data.failures, &data.streaks, policy, now);
+    let mut vols = volumes(&data.failures, &data.streaks, policy, now);
+    // The failures of the window that were counted, not kept as records.
+    for v in &mut vols {
+        if let Some(fo) = data.folded.get(&v.volume) {
+            v.failures_in_window += fo.in_window as usize;
+            if let Some(t) = fo.first_in_window {
+                v.first_in_window = v.first_in_window.min(t);
+            }
+            for o in &fo.ops {
+                if !v.ops.contains(o) {
+                    v.ops.push(o.clone());
+                }
+            }
+            for p in &fo.pods {
+                if !v.pods.contains(p) {
+                    v.pods.push(p.clone());
+                }
+            }
+        }
+    }
+    // Volumes failing in the window past the cap of volumes kept: counted, at least WARNING.
+    let failing = vols.len() as u64 + data.over_cap;
     let status = if policy.overridden() {
-        policy.thresholds.evaluate(vols.len() as f64)
+        policy.thresholds.evaluate(failing as f64)
     } else {
-        vols.iter().fold(Status::Ok, |a, v| a.worst(v.status))
+        let worst = vols.iter().fold(Status::Ok, |a, v| a.worst(v.status));
+        if data.over_cap > 0 {
+            worst.worst(Status::Warning)
+        } else {
+            worst
+        }
     };
     let window = fmt_duration(secs(policy.window_ms));
-    let mut report = Report::new(status, text::summary(&vols, &window)).unit("volume", "volumes");
+    let mut report =
+        Report::new(status, text::summary(&vols, data.over_cap, &window)).unit("volume", "volumes");
+    if data.over_cap > 0 {
+        report = report.note(text::over_cap_note(data.over_cap));
+    }
     let future = data
         .failures
         .iter()
@@ -228,10 +258,21 @@ pub fn evaluate(data: &Data, policy: &Policy) -> Report {
         .collect();
     if !incomplete.is_empty() {
         report = report.note(text::deadline_note(&incomplete));
-        if vols.is_empty() {
+        if vols.is_empty() && data.over_cap == 0 {
             report.status = Status::Unknown;
             report.summary = text::deadline_summary(&incomplete);
         }
+    }
+    // No OK on nothing: a source that gave nothing at all checked nothing.
+    let empty: Vec<&str> = data
+        .sources
+        .iter()
+        .filter(|s| s.empty)
+        .map(|s| s.name.as_str())
+        .collect();
+    if !empty.is_empty() && report.status == Status::Ok {
+        report.status = Status::Unknown;
+        report.summary = text::empty_summary(&empty);
     }
     for v in &vols {
         // Under -w/-c the volumes are listed at most as bad as the answer.
@@ -248,7 +289,7 @@ pub fn evaluate(data: &Data, policy: &Policy) -> Report {
             report = report.note(n.clone());
         }
     }
-    perfdata(report, &vols, &policy.thresholds)
+    perfdata(report, &vols, failing, &policy.thresholds)
 }
 
 fn volume_finding(v: &VolumeState, status: Status, window: &str) -> Finding {
@@ -271,14 +312,14 @@ fn source_finding(s: &SourceInfo) -> Finding {
     Finding::new(Status::Ok, text::source(s)).signal("log_source_read")
 }
 
-fn perfdata(report: Report, vols: &[VolumeState], t: &Thresholds) -> Report {
+fn perfdata(report: Report, vols: &[VolumeState], failing: u64, t: &Thresholds) -> Report {
     let failed_ops: usize = vols.iter().map(|v| v.failures_in_window).sum();
     let max_backoff = vols.iter().map(|v| v.backoff_ms).max().unwrap_or(0);
     let longest = vols.iter().map(|v| v.failing_for_ms()).max().unwrap_or(0);
     report
         .perf(Perfdata::new("failed_operations", failed_ops as f64).min(0.0))
         .perf(
-            Perfdata::new("failing_volumes", vols.len() as f64)
+            Perfdata::new("failing_volumes", failing as f64)
                 .thresholds(t)
                 .min(0.0),
         )

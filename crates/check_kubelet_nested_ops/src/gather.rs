@@ -1,11 +1,13 @@
 //! Gather: the failure lines of every source (the journal through journalctl, log files, stdin),
 //! resumed from and saved to the state with `--state-dir`. All host reading goes through `node`.
 
+use crate::acc::{Acc, Folded};
 use crate::parse::{self, Failure};
-use crate::streak::{streaks, Streak};
+use crate::streak::Streak;
 use crate::Opts;
 use node::logs::{files, journal, scan, state, time, wrap};
 use plugin::{Ctx, Unknown};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -29,6 +31,9 @@ pub struct SourceInfo {
     pub bytes: u64,
     pub hits: u64,
     pub complete: bool,
+    /// The source gave nothing at all (an empty file, /dev/null, a pipe that ended at once) and
+    /// no earlier run read anything from it: nothing was checked.
+    pub empty: bool,
     pub notes: Vec<String>,
 }
 
@@ -42,6 +47,10 @@ pub struct Data {
     /// Each volume's run of failures as far back as any line read (this run's and, with
     /// --state-dir, earlier runs'): what tells the true age past the window and log rotation.
     pub streaks: Vec<Streak>,
+    /// Per volume, its failures of the window not kept as records (memory stays bounded).
+    pub folded: BTreeMap<String, Folded>,
+    /// Volumes failing in the window past the cap of volumes kept ([`crate::acc::MAX_VOLUMES`]).
+    pub over_cap: u64,
 }
 
 /// What a source keeps between runs.
@@ -57,12 +66,22 @@ pub struct SourceState {
     /// runs longer than the window).
     #[serde(default)]
     pub streaks: Vec<Streak>,
+    /// When the state was written (epoch ms, the wall clock of that run): a state written
+    /// later than now tells a clock set back even when it keeps no failure.
+    #[serde(default)]
+    pub saved_ms: Option<i64>,
+    /// This run re-reads the source from its start (the clock was set back): kept failures the
+    /// source still holds come again and are counted once.
+    #[serde(skip)]
+    pub reread: bool,
 }
 
 /// One source read: its failures and runs, and what to say about it.
 struct SourceRead {
     failures: Vec<Failure>,
     streaks: Vec<Streak>,
+    folded: BTreeMap<String, Folded>,
+    over_cap: u64,
     info: SourceInfo,
 }
 
@@ -70,6 +89,10 @@ impl Data {
     fn add(&mut self, r: SourceRead) {
         self.failures.extend(r.failures);
         self.streaks.extend(r.streaks);
+        for (v, f) in r.folded {
+            self.folded.entry(v).or_default().merge(&f);
+        }
+        self.over_cap += r.over_cap;
         self.sources.push(r.info);
     }
 }
@@ -201,7 +224,7 @@ impl Gatherer<'_> {
     }
 
     fn parse(&self, line: &[u8], time_ms: Option<i64>) -> Option<Failure> {
-        parse::parse_line(line, time_ms, self.now, self.tz)
+        parse::parse_line_since(line, time_ms, self.now, self.tz, self.since)
     }
 
     /// The journal of `units`, after the kept cursor (else from the lookback's start).
@@ -224,9 +247,11 @@ impl Gatherer<'_> {
             needles: parse::NEEDLES,
             deadline: self.deadline,
         };
-        let mut failures = Vec::new();
+        let mut acc = self.acc(st.as_ref());
         let r = journal::read(&q, |e| {
-            failures.extend(self.parse(e.message.as_bytes(), Some(e.realtime_ms)));
+            if let Some(f) = self.parse(e.message.as_bytes(), Some(e.realtime_ms)) {
+                acc.push(f);
+            }
         })
         .map_err(|e| Unknown(format!("{name}: {e}")))?;
         notes.extend(r.notes);
@@ -238,34 +263,33 @@ impl Gatherer<'_> {
             cursor: r.last_cursor,
             ..SourceState::default()
         };
-        Ok(self.finish(name, st, failures, pos, &r.stats, notes))
+        Ok(self.finish(name, st, acc, pos, &r.stats, notes))
     }
 
     /// Standard input, read to its end (or the deadline); nothing kept.
     fn stdin(&self) -> Result<SourceRead, Unknown> {
         self.ctx.stage("reading stdin");
         let o = self.scan(true);
-        let mut failures = Vec::new();
+        let mut acc = self.acc(None);
         let mut joiner = wrap::Joiner::new();
         let stdin = std::io::stdin();
         let mut lock = stdin.lock();
         let s = scan::scan_follow(
             &mut lock,
             &o,
-            |l| self.unwrapped(l, &mut joiner, &mut failures),
+            |l| self.unwrapped(l, &mut joiner, &mut acc),
             |_| {},
         )
         .map_err(|e| Unknown(format!("cannot read stdin: {}", plugin::errtext(&e))))?;
         let notes: Vec<String> = format_verdict("stdin", &s)?.into_iter().collect();
-        joiner.finish(|l| failures.extend(self.parse(l.text.as_bytes(), l.time_ms)));
-        Ok(self.finish(
-            "stdin".into(),
-            None,
-            failures,
-            SourceState::default(),
-            &s,
-            notes,
-        ))
+        joiner.finish(|l| {
+            if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
+                acc.push(f);
+            }
+        });
+        let mut r = self.finish("stdin".into(), None, acc, SourceState::default(), &s, notes);
+        r.info.empty = s.bytes_read == 0 && s.complete;
+        Ok(r)
     }
 
     /// A log file, from the kept inode+offset (rotation and truncation handled by `node`).
@@ -276,16 +300,20 @@ impl Gatherer<'_> {
         let st = self.load_state(&format!("file:{name}"), &mut notes);
         let prev = st.as_ref().and_then(|(_, s)| s.file);
         let o = self.scan(false);
-        let mut failures = Vec::new();
+        let mut acc = self.acc(st.as_ref());
         let mut joiner = wrap::Joiner::new();
         let r = files::read(path, prev.as_ref(), &o, |l| {
-            self.unwrapped(l, &mut joiner, &mut failures)
+            self.unwrapped(l, &mut joiner, &mut acc)
         })
         .map_err(Unknown)?;
         notes.extend(format_verdict(&name, &r.stats)?);
         // A partial piece that ends what is written so far is parsed as far as it goes (the
         // needle and the operation key are in the first piece); its rest comes alone next run.
-        joiner.finish(|l| failures.extend(self.parse(l.text.as_bytes(), l.time_ms)));
+        joiner.finish(|l| {
+            if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
+                acc.push(f);
+            }
+        });
         notes.extend(r.notes);
         self.ctx.debug(format!(
             "{name}: read {} bytes, now at offset {}, {} candidates",
@@ -294,20 +322,47 @@ impl Gatherer<'_> {
             r.pos.offset,
             r.stats.hits
         ));
+        // Nothing read and nothing consumed, ever (a resumed file at its end has a position).
+        let empty = r.stats.bytes_read == 0 && r.stats.complete && r.pos.offset == 0;
         let pos = SourceState {
             file: Some(r.pos),
             ..SourceState::default()
         };
-        Ok(self.finish(name, st, failures, pos, &r.stats, notes))
+        let mut read = self.finish(name, st, acc, pos, &r.stats, notes);
+        read.info.empty = empty;
+        Ok(read)
     }
 
     /// A candidate line of a file or stdin: lines wrapped by a container runtime (Docker
     /// json-file, CRI) are unwrapped per line, a partial line joined with the next; the runtime's
     /// timestamp is the entry's time. True when the next line continues this one.
-    fn unwrapped(&self, line: &[u8], joiner: &mut wrap::Joiner, out: &mut Vec<Failure>) -> bool {
+    fn unwrapped(&self, line: &[u8], joiner: &mut wrap::Joiner, acc: &mut Acc) -> bool {
+        if joiner.passes_through(line) {
+            if let Some(f) = self.parse(line, None) {
+                acc.push(f);
+            }
+            return false;
+        }
         joiner.feed(line, |l| {
-            out.extend(self.parse(l.text.as_bytes(), l.time_ms))
+            if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
+                acc.push(f);
+            }
         })
+    }
+
+    /// The aggregates of a source, started from its kept state (runs and failures).
+    fn acc(&self, st: Option<&(PathBuf, SourceState)>) -> Acc {
+        let window_start = self.now - self.opts.policy().window_ms;
+        let runs = st.map(|(_, s)| s.streaks.as_slice()).unwrap_or(&[]);
+        let mut acc = Acc::new(runs, self.now, self.since, window_start);
+        for f in st.map(|(_, s)| s.failures.as_slice()).unwrap_or(&[]) {
+            acc.push(f.clone());
+        }
+        if st.is_some_and(|(_, s)| s.reread) {
+            // The source is read again from its start: a kept failure it still holds counts once.
+            acc.skip_again(st.map(|(_, s)| s.failures.as_slice()).unwrap_or(&[]));
+        }
+        acc
     }
 
     /// The kept state of a source (`None` without `--state-dir`); an unreadable one is a note and
@@ -318,12 +373,28 @@ impl Gatherer<'_> {
         match state::load::<SourceState>(&p) {
             Ok(s) => {
                 let mut s = s.unwrap_or_default();
-                let dropped = state::drop_future(&mut s.failures, self.now, |f| f.t);
-                if dropped > 0 {
-                    notes.push(format!(
-                        "state file {}: {dropped} kept failure(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
-                        p.display(),
+                let newest = s
+                    .failures
+                    .iter()
+                    .map(|f| f.t)
+                    .chain(s.streaks.iter().map(|r| r.last))
+                    .max();
+                if let Some(ahead) = state::clock_went_back(s.saved_ms, newest, self.now) {
+                    // The position stays valid whatever the clock says, but what was read
+                    // with the clock ahead is dated in the future: drop that and read the
+                    // source again from its start (the journal from the lookback's start),
+                    // so that every failure it still holds counts now.
+                    let dropped = state::drop_future(&mut s.failures, self.now, |f| f.t)
+                        + state::drop_future(&mut s.streaks, self.now, |r| r.last);
+                    notes.push(state::clock_note(
+                        &p,
+                        ahead,
+                        dropped,
+                        source.strip_prefix("file:").unwrap_or(source),
                     ));
+                    s.cursor = None;
+                    s.file = None;
+                    s.reread = true;
                 }
                 Some((p, s))
             }
@@ -334,29 +405,27 @@ impl Gatherer<'_> {
         }
     }
 
-    /// The end of reading a source: its kept failures and this run's make its runs and what is
-    /// kept; the state (with the new position `pos`) saved when there is one.
+    /// The end of reading a source: its aggregates (kept failures and runs, earlier runs' and
+    /// this run's) make what is kept; the state (with the new position `pos`) saved when there
+    /// is one.
     fn finish(
         &self,
         name: String,
         st: Option<(PathBuf, SourceState)>,
-        new: Vec<Failure>,
+        acc: Acc,
         pos: SourceState,
         stats: &scan::ScanStats,
         mut notes: Vec<String>,
     ) -> SourceRead {
-        let (path, prev) = match st {
-            Some((p, s)) => (Some(p), s),
-            None => (None, SourceState::default()),
-        };
-        let mut failures = prev.failures;
-        failures.extend(new);
-        let runs = streaks(&prev.streaks, &failures, self.since, self.now);
-        let failures = keep(failures, self.since, self.now);
-        if let Some(p) = path {
+        let g = acc.finish();
+        let runs = g.streaks;
+        let mut failures = g.failures;
+        failures.retain(|f| f.t >= self.since);
+        if let Some((p, _)) = st {
             let s = SourceState {
-                failures: failures.clone(),
+                failures: keep(failures.clone(), self.since, self.now),
                 streaks: runs.clone(),
+                saved_ms: Some(self.now),
                 ..pos
             };
             if let Err(e) = state::save(&p, &s) {
@@ -369,11 +438,14 @@ impl Gatherer<'_> {
         SourceRead {
             failures,
             streaks: runs,
+            folded: g.folded,
+            over_cap: g.over_cap,
             info: SourceInfo {
                 name,
                 bytes: stats.bytes_read,
                 hits: stats.hits,
                 complete: stats.complete,
+                empty: false,
                 notes,
             },
         }

@@ -5,6 +5,7 @@
 //! [`evaluate()`] with a [`Policy`] built from the options (pure: per-volume aggregation over
 //! runs of failures, [`streak`]; words in `text`) → rendered by `plugin`.
 
+pub mod acc;
 pub mod evaluate;
 pub mod gather;
 pub mod parse;
@@ -13,6 +14,7 @@ pub mod streak;
 mod tests;
 mod text;
 
+pub use acc::{Folded, MAX_VOLUMES};
 pub use evaluate::{evaluate, volumes, Policy, VolumeState, MAX_BACKOFF_MS};
 pub use gather::{format_verdict, gather, zone, Data, SourceInfo, SourceState, DEFAULT_UNITS};
 pub use parse::Failure;

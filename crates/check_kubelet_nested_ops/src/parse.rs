@@ -49,7 +49,11 @@ pub fn go_unquote(s: &str) -> Option<(String, usize)> {
     let mut i = 1;
     while i < b.len() {
         match b[i] {
-            b'"' => return Some((String::from_utf8_lossy(&out).into_owned(), i + 1)),
+            b'"' => {
+                let s = String::from_utf8(out)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                return Some((s, i + 1));
+            }
             b'\\' if i + 1 < b.len() => {
                 let c = b[i + 1];
                 i += 2;
@@ -236,13 +240,46 @@ pub fn shorten(s: &str, max: usize) -> String {
 /// (volume, pod from the key, failure time from `until − backoff`, backoff ms, error text).
 pub type Parsed = (String, Option<String>, Option<i64>, u64, String);
 
+/// `hay.find(needle)` with memchr's searcher (several times faster than `str::find` per line on
+/// a log of millions of lines).
+fn find(hay: &str, needle: &str) -> Option<usize> {
+    memchr::memmem::find(hay.as_bytes(), needle.as_bytes())
+}
+
 pub fn parse_message(msg: &str) -> Option<Parsed> {
-    let at = msg.find("Operation for ")? + "Operation for ".len();
+    parse_message_with(msg, true, true)
+}
+
+/// A `%q` string without escapes, borrowed: (text, bytes consumed). The key of every kubelet
+/// since 1.20 is one; parsing it without a copy keeps a log of millions of lines within -t.
+fn quoted_plain(s: &str) -> Option<(&str, usize)> {
+    let b = s.as_bytes();
+    if b.first() != Some(&b'"') {
+        return None;
+    }
+    let end = memchr::memchr2(b'"', b'\\', &b[1..])? + 1;
+    (b[end] == b'"').then(|| (&s[1..end], end + 1))
+}
+
+/// [`parse_message`]; without `want_err` the error text is left out (empty), without
+/// `want_until` the retry time is not parsed (the line has its own time).
+fn parse_message_with(msg: &str, want_err: bool, want_until: bool) -> Option<Parsed> {
+    let at = find(msg, "Operation for ")? + "Operation for ".len();
     let rest = &msg[at..];
-    let (key, n) = go_unquote(rest)?;
+    let (key, n) = match quoted_plain(rest) {
+        Some((k, n)) => (std::borrow::Cow::Borrowed(k), n),
+        None => {
+            let (k, n) = go_unquote(rest)?;
+            (std::borrow::Cow::Owned(k), n)
+        }
+    };
     let rest = rest[n..].strip_prefix(" failed. No retries permitted until ")?;
-    let d = rest.find(" (durationBeforeRetry ")?;
-    let until = time::parse_go_time(&rest[..d]);
+    let d = find(rest, " (durationBeforeRetry ")?;
+    let until = if want_until {
+        time::parse_go_time(&rest[..d])
+    } else {
+        None
+    };
     let rest = &rest[d + " (durationBeforeRetry ".len()..];
     let close = rest.find(')')?;
     let backoff_ms = time::parse_go_duration(&rest[..close])?;
@@ -250,6 +287,7 @@ pub fn parse_message(msg: &str) -> Option<Parsed> {
     let err = match rest
         .strip_prefix(". Error: ")
         .or_else(|| rest.strip_prefix(". error: "))
+        .filter(|_| want_err)
     {
         Some(e) if e.starts_with('"') => go_unquote(e)
             .map(|(s, _)| s)
@@ -285,12 +323,30 @@ pub fn is_log_line(line: &[u8]) -> bool {
 /// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
 /// source has one (the journal's `__REALTIME_TIMESTAMP`).
 pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) -> Option<Failure> {
-    let text = String::from_utf8_lossy(line);
+    parse_line_since(line, entry_ms, now_ms, tz, i64::MIN)
+}
+
+/// [`parse_line`], with only what a volume's run needs (time, volume, backoff) for a failure
+/// older than `old_before` (epoch ms): its words are never shown, and leaving them out keeps a
+/// log of millions of old lines within -t (issue 27, finding 3).
+pub fn parse_line_since(
+    line: &[u8],
+    entry_ms: Option<i64>,
+    now_ms: i64,
+    tz: &dyn Tz,
+    old_before: i64,
+) -> Option<Failure> {
+    // Valid UTF-8 (nearly every line) is checked with the fast validator; the lossy scan is
+    // several times slower and shows on a log of millions of lines.
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(line),
+    };
     let text = text.trim_end_matches(['\r', '\n']);
     let mut msg: std::borrow::Cow<str> = std::borrow::Cow::Borrowed(text);
     let mut t: Option<i64> = entry_ms;
     // JSON logging (possibly behind a prefix: CRI, syslog, talosctl's "node: ").
-    if text.contains("\"msg\"") {
+    if find(text, "\"msg\"").is_some() {
         if let Some(open) = text.find("{\"") {
             if let Ok(j) = serde_json::from_str::<JsonLine>(text[open..].trim_end()) {
                 if let Some(m) = j.msg {
@@ -315,8 +371,21 @@ pub fn parse_line(line: &[u8], entry_ms: Option<i64>, now_ms: i64, tz: &dyn Tz) 
             t = Some(time::infer_year(&s, now_ms, tz));
         }
     }
-    let (volume, key_pod, until_t, backoff_ms, err) = parse_message(&msg)?;
+    // A line whose own time is older than `old_before` needs no error text.
+    let old = t.is_some_and(|t| t < old_before);
+    let (volume, key_pod, until_t, backoff_ms, err) = parse_message_with(&msg, !old, t.is_none())?;
     let t = t.or(until_t)?;
+    if t < old_before {
+        return Some(Failure {
+            t,
+            volume,
+            pv: None,
+            op: String::new(),
+            pod: None,
+            backoff_ms,
+            error: String::new(),
+        });
+    }
     Some(Failure {
         t,
         pv: pv_of(&err),

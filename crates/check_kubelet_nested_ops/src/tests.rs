@@ -73,6 +73,7 @@ fn data(f: Vec<Failure>) -> Data {
         }],
         streaks: Vec::new(),
         now: 0,
+        ..Default::default()
     }
 }
 
@@ -531,6 +532,7 @@ fn gather_drops_kept_failures_from_the_future() {
                 fail(now + 24 * 60 * MIN, "pvc-ghost", 2000),
             ],
             streaks: Vec::new(),
+            ..SourceState::default()
         },
     )
     .unwrap();
@@ -543,7 +545,8 @@ fn gather_drops_kept_failures_from_the_future() {
         d.sources[0]
             .notes
             .iter()
-            .any(|n| n.contains("1 kept failure(s) dated in the future were dropped")),
+            .any(|n| n.contains("the clock was set back")
+                && n.contains("1 kept entry dated after now dropped")),
         "{:?}",
         d.sources
     );
@@ -555,4 +558,22 @@ fn gather_drops_kept_failures_from_the_future() {
     assert_eq!(d.failures.len(), 1);
     assert!(d.sources[0].notes.is_empty(), "{:?}", d.sources);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 27, finding 4: a source that gave nothing (an empty file, /dev/null, a pipe that ended
+/// at once) is UNKNOWN naming it, not OK; a failing volume read from another source still counts.
+#[test]
+fn finding4_a_source_that_gave_nothing_is_unknown() {
+    let mut d = data(Vec::new());
+    d.sources[0].name = "/dev/null".into();
+    d.sources[0].empty = true;
+    let r = eval(&d, &rules(), 100 * MIN);
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary.contains("/dev/null gave nothing to read"),
+        "{}",
+        r.summary
+    );
+    d.sources[0].empty = false;
+    assert_eq!(eval(&d, &rules(), 100 * MIN).status, Status::Ok);
 }

@@ -14,9 +14,11 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// The first line: the worst three volumes (with their age and max backoff while still failing).
-pub fn summary(vols: &[VolumeState], window: &str) -> String {
-    if vols.is_empty() {
+/// The first line: the worst three volumes (with their age and max backoff while still failing);
+/// `over`: volumes failing past the cap of volumes kept, counted only.
+pub fn summary(vols: &[VolumeState], over: u64, window: &str) -> String {
+    let total = vols.len() as u64 + over;
+    if total == 0 {
         return format!("no failed volume operations in the last {window}");
     }
     let parts: Vec<String> = vols
@@ -33,16 +35,39 @@ pub fn summary(vols: &[VolumeState], window: &str) -> String {
             s
         })
         .collect();
-    let more = if vols.len() > 3 {
-        format!(" and {} more volumes", vols.len() - 3)
+    let rest = total - parts.len() as u64;
+    let more = if rest > 0 {
+        format!(" and {} more volumes", group_digits(rest))
     } else {
         String::new()
     };
     format!(
         "{} volume{} with failing operations in {window}: {}{more}",
-        vols.len(),
-        plural(vols.len()),
+        group_digits(total),
+        plural(total as usize),
         parts.join("; ")
+    )
+}
+
+/// `12345` as `12 345` (a count an operator reads at a glance).
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Volumes past the cap: counted, not listed.
+pub fn over_cap_note(over: u64) -> String {
+    format!(
+        "{} more volume(s) failed in the window than the {} kept (the cap of volumes one run keeps): they are counted, not listed",
+        group_digits(over),
+        crate::acc::MAX_VOLUMES
     )
 }
 
@@ -104,6 +129,14 @@ pub fn deadline_note(sources: &[&str]) -> String {
 pub fn deadline_summary(sources: &[&str]) -> String {
     format!(
         "could not read all of {} before the deadline; no failures in what was read",
+        sources.join(", ")
+    )
+}
+
+/// The answer when a source gave nothing at all.
+pub fn empty_summary(sources: &[&str]) -> String {
+    format!(
+        "{} gave nothing to read (an empty file, /dev/null, or a pipe that ended at once): no kubelet log line was checked; give the kubelet's log (--log-file, --journal-unit)",
         sources.join(", ")
     )
 }

@@ -111,8 +111,8 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let sys = o.sys.path(&host);
     // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
     // its own mount table only: never a root or a mount table the caller named.
-    let own = o.mountinfo.mountinfo.is_none()
-        && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
+    let own =
+        o.mountinfo.is_own(&host) && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
     let roots = node::privilege::elevated_if(own, || o.kubelet_root.resolve(&host))?;
     ctx.debug(format!(
         "kubelet roots: {}",

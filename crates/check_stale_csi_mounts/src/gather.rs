@@ -59,7 +59,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let host = opts.host.host();
     // Privilege (cap_dac_read_search) serves the node's own kubelet roots and the mount points of
     // its own mount table only: never a root or a mount table the caller named.
-    let own = opts.mountinfo.mountinfo.is_none()
+    let own = opts.mountinfo.is_own(&host)
         && node::kubelet::roots_are_own(&opts.kubelet_root.kubelet_root, &host);
     let roots = kubelet_roots(opts, &host, own, ctx)?;
     let mut mounts = csi_mounts(opts, &host, &roots, ctx)?;
@@ -176,7 +176,12 @@ fn read_vol_data(
                 Ok(v) => m.vol_data = v,
                 Err(e) if e.ends_with("(EACCES)") => {
                     return Err(format!(
-                        "cannot read {e}: run as root or grant CAP_DAC_READ_SEARCH"
+                        "cannot read {e}: {}",
+                        node::privilege::advice(
+                            "CAP_DAC_READ_SEARCH",
+                            "the kubelet's directories are root-only",
+                            own
+                        )
                     )
                     .into())
                 }

@@ -38,6 +38,9 @@ pub struct Data {
     pub records: u64,
     pub overwritten: u64,
     pub complete: bool,
+    /// The kernel log read whole gave no record at all (an empty file, /dev/null, a pipe that
+    /// gave nothing): its name. Nothing was checked.
+    pub empty_source: Option<String>,
     pub notes: Vec<String>,
     /// This host's name ($NODE_NAME in container mode): the `node` of every device finding, never
     /// from a pod lookup that can fail (a label that came and went with the lookup would reset
@@ -254,6 +257,16 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
                 data.records
             );
         }
+    }
+    if let Some(src) = data
+        .empty_source
+        .as_ref()
+        .filter(|_| report.status == Status::Ok)
+    {
+        report.status = Status::Unknown;
+        report.summary = format!(
+            "{src} gave no kernel log record (an empty file, /dev/null, or a pipe that gave nothing): nothing was checked; read the node's /dev/kmsg (the default) or a dump of it (`cat /dev/kmsg` records)"
+        );
     }
     if data.overwritten > 0 {
         report = report.note(format!(

@@ -19,6 +19,10 @@ pub struct KmsgState {
     pub last_seq: Option<u64>,
     #[serde(default)]
     pub events: Vec<Event>,
+    /// When the state was written (epoch ms, the wall clock of that run): a state written later
+    /// than now tells a clock set back even when it keeps no record.
+    #[serde(default)]
+    pub saved_ms: Option<i64>,
 }
 
 /// Map a device to its disks (`node::blockdev`) and, through the device-usage map, to the
@@ -168,9 +172,10 @@ impl LogRead<'_> {
                     .map(|v| format!(" (kernel.dmesg_restrict = {v})"))
                     .unwrap_or_default();
                 return Err(Unknown(format!(
-                    "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; run the check as root or grant it CAP_SYSLOG (setcap cap_syslog+ep)",
+                    "cannot read {}: {}: reading the kernel log needs CAP_SYSLOG when kernel.dmesg_restrict=1{restrict}; {}",
                     self.path.display(),
-                    plugin::errtext(&e)
+                    plugin::errtext(&e),
+                    node::privilege::advice("CAP_SYSLOG", "setcap cap_syslog+ep", self.own)
                 )));
             }
             Err(kmsg::KmsgError::Other(e)) => return Err(Unknown(e)),
@@ -184,8 +189,11 @@ impl LogRead<'_> {
     }
 }
 
-/// The last run's state when it is this boot's (a state of another boot is named in `notes`),
-/// without kept records dated in the future.
+/// The last run's state when it is this boot's (a state of another boot is named in `notes`).
+/// A state ahead of the clock (the clock was set back: kept records or the state itself dated
+/// after now) keeps its records of the past only, and its position is dropped so that the ring
+/// buffer is read again from its start: what it still holds is dated again with the clock of now
+/// (a record's wall time is mapped from the monotonic clock at read time) and counts.
 fn load_state(
     path: Option<&Path>,
     boot_id: &Option<String>,
@@ -206,12 +214,16 @@ fn load_state(
             Err(e) => notes.push(e),
         }
     }
-    let future = drop_future_events(&mut st.events, now);
-    if future > 0 {
-        notes.push(format!(
-            "state file {}: {future} kept record(s) dated in the future were dropped (the clock was set back, or the state is not this node's)",
-            path.unwrap_or(Path::new("?")).display()
+    let newest = st.events.iter().map(|e| e.t).max();
+    if let Some(ahead) = state::clock_went_back(st.saved_ms, newest, now) {
+        let future = drop_future_events(&mut st.events, now);
+        notes.push(state::clock_note(
+            path.unwrap_or(Path::new("?")),
+            ahead,
+            future,
+            "the kernel log",
         ));
+        st.last_seq = None;
     }
     st
 }
@@ -307,11 +319,18 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             ));
         }
     }
+    if pass.records == 0 && pass.stats.complete {
+        data.empty_source = Some(log.path.display().to_string());
+    }
     data.overwritten = pass.stats.overwritten;
     data.complete = pass.stats.complete;
     if log.window_ms > 0 {
         events.retain(|e| e.t >= now - log.window_ms);
     }
+    // A log read again from its start (the clock was set back) gives again the kept records
+    // it still holds: each counts once.
+    events.sort_by_key(|e| e.seq);
+    events.dedup_by_key(|e| e.seq);
     if events.len() > MAX_EVENTS {
         events.drain(..events.len() - MAX_EVENTS);
     }
@@ -321,6 +340,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             boot_id: boot_id.clone(),
             last_seq,
             events: events.clone(),
+            saved_ms: Some(now),
         };
         if let Err(e) = state::save(p, &s) {
             // A refused directory was already named when loading.

@@ -36,6 +36,16 @@ impl MountinfoArg {
     pub fn path(&self, host: &Host) -> PathBuf {
         self.mountinfo.clone().unwrap_or_else(|| host.mountinfo())
     }
+
+    /// True when the mount table read is the node's own: none given, or the default itself
+    /// written another way (`--mountinfo /proc/self/mountinfo` on the host): only then may a
+    /// privileged check look into the mount points it lists.
+    pub fn is_own(&self, host: &Host) -> bool {
+        match &self.mountinfo {
+            None => true,
+            Some(p) => host.is_local() && kubelet::same_path(p, &host.mountinfo()),
+        }
+    }
 }
 
 /// `--sys DIR`: sysfs.
@@ -105,7 +115,8 @@ fn check_dir(host: &Host, r: &Path) -> Result<(), String> {
     }
 }
 
-/// What to say when a kubelet directory may not be read: the privilege that is missing.
+/// What to say when a kubelet directory may not be read: what actually failed (see
+/// [`crate::privilege::advice`]).
 pub fn privilege_text(host: &Host, path: &Path, e: &std::io::Error) -> String {
     let container = if host.is_local() {
         ""
@@ -113,9 +124,14 @@ pub fn privilege_text(host: &Host, path: &Path, e: &std::io::Error) -> String {
         "; in container mode also hostPID and CAP_SYS_PTRACE (to reach the host through /proc/1/root)"
     };
     format!(
-        "cannot read {}: {}: run as root or grant CAP_DAC_READ_SEARCH (the kubelet's directories are root-only){container}",
+        "cannot read {}: {}: {}{container}",
         path.display(),
-        plugin::errtext(e)
+        plugin::errtext(e),
+        crate::privilege::advice(
+            "CAP_DAC_READ_SEARCH",
+            "the kubelet's directories are root-only",
+            crate::privilege::elevated_now(),
+        )
     )
 }
 

@@ -46,11 +46,19 @@ pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
 /// True when the kubelet roots are the node's own: none given (the defaults are looked for), or
 /// each given one is a default root, on the host itself (no `--host-root`). Only then may a
 /// privileged check raise its privilege to look into them ([`crate::privilege::elevated_if`]).
+/// Paths are compared by their components (`/var/lib/kubelet/`, `/var/lib//kubelet` and
+/// `/var/lib/./kubelet` are the default root; a link is not resolved).
 pub fn roots_are_own(given: &[PathBuf], host: &Host) -> bool {
     host.is_local()
         && given
             .iter()
-            .all(|g| DEFAULT_ROOTS.iter().any(|d| g.as_os_str() == *d))
+            .all(|g| DEFAULT_ROOTS.iter().any(|d| same_path(g, Path::new(d))))
+}
+
+/// The same path written another way: equal components (a trailing slash, a doubled slash or a
+/// `.` component make no difference; `..` and links are not resolved).
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    a.components().eq(b.components())
 }
 
 /// The given kubelet roots that do not exist on the host (a mistyped `--kubelet-root` must not
@@ -437,6 +445,27 @@ pub fn staging_hash(volume_handle: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 27, finding 10: the default root written another way is still the node's own.
+    #[test]
+    fn default_roots_written_another_way_are_own() {
+        let host = Host::local();
+        for g in [
+            "/var/lib/kubelet/",
+            "/var/lib//kubelet",
+            "/var/lib/./kubelet",
+        ] {
+            assert!(super::roots_are_own(&[PathBuf::from(g)], &host), "{g}");
+        }
+        assert!(!super::roots_are_own(
+            &[PathBuf::from("/var/lib/kubelet/..")],
+            &host
+        ));
+        assert!(!super::roots_are_own(
+            &[PathBuf::from("/tmp/kubelet")],
+            &host
+        ));
+    }
+
     use super::*;
 
     fn roots() -> Vec<PathBuf> {

@@ -107,7 +107,8 @@ pub fn read(
         ..Default::default()
     };
     let mut notes = Vec::new();
-    if is_gzip(path, &mut f) {
+    // A pipe (a FIFO given as the log) is read as it comes: no magic peeked, no seek.
+    if md.is_file() && is_gzip(path, &mut f) {
         // A rotated, compressed log does not grow: read it whole once; the saved position is
         // its size (same file, same size: nothing new).
         if prev.is_some_and(|p| p.dev == dev && p.ino == ino && p.offset == size) {
@@ -187,7 +188,9 @@ pub fn read(
             }
         }
     }
-    f.seek(SeekFrom::Start(start)).map_err(err)?;
+    if md.is_file() {
+        f.seek(SeekFrom::Start(start)).map_err(err)?;
+    }
     let s = scan_follow(&mut f, opts, &mut on_hit, |_| {}).map_err(err)?;
     let offset = start + s.bytes_consumed;
     add(&mut stats, s);

@@ -40,6 +40,29 @@ pub fn drop_future<T>(v: &mut Vec<T>, now: i64, t: impl Fn(&T) -> i64) -> usize 
     before - v.len()
 }
 
+/// A backwards clock step seen in a kept state: the state was written, or holds entries dated,
+/// later than now (beyond [`FUTURE_SLACK_MS`]). `saved_ms` is when the state was written (by the
+/// wall clock of that run), `newest` its newest kept entry. Returns how far ahead the state is
+/// (ms). A state's position (sequence number, inode + offset, cursor) says nothing about the
+/// clock; after such a step the caller re-reads its source from its start, so that what the
+/// source still holds is dated again with the clock of now, rather than trusting entries that
+/// only the future would count.
+pub fn clock_went_back(saved_ms: Option<i64>, newest: Option<i64>, now: i64) -> Option<i64> {
+    let ahead = saved_ms.into_iter().chain(newest).max()?;
+    from_future(ahead, now).then_some(ahead - now)
+}
+
+/// The note a check gives, once, on the run that sees a backwards clock step (`ahead_ms`: how
+/// far the state is ahead of now).
+pub fn clock_note(state: &Path, ahead_ms: i64, dropped: usize, source: &str) -> String {
+    format!(
+        "the clock was set back: state file {} is {} ahead of now ({dropped} kept entr{} dated after now dropped); {source} is read again from its start so that what it still holds counts",
+        state.display(),
+        plugin::fmt_duration(std::time::Duration::from_millis(ahead_ms.max(0) as u64)),
+        if dropped == 1 { "y" } else { "ies" }
+    )
+}
+
 /// `<dir>/<check>.<source id>.json`; the source id is reduced to `[A-Za-z0-9._-]`.
 pub fn path(dir: &Path, check: &str, source: &str) -> PathBuf {
     let id: String = source
@@ -61,6 +84,7 @@ pub fn path(dir: &Path, check: &str, source: &str) -> PathBuf {
     dir.join(format!("{check}.{id}.json"))
 }
 
+#[cfg(test)]
 fn cstr(p: &Path) -> Result<CString, String> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL byte", p.display()))
 }
@@ -86,76 +110,219 @@ pub struct StateDir {
 
 /// Why a directory's owner and mode make it unsafe for this process, if they do.
 /// `uid`/`mode` are the directory's, `euid` the process's effective user.
+/// A directory writable by group or others is refused unless it is this user's own (the sticky
+/// bit does not help: another user may still plant a file under the name a state will have).
 pub fn unsafe_dir_reason(uid: u32, mode: u32, euid: u32) -> Option<String> {
     if uid != euid && uid != 0 {
         return Some(format!(
             "it is owned by uid {uid}, neither this process's user (uid {euid}) nor root"
         ));
     }
-    let sticky = mode & libc::S_ISVTX != 0;
-    if mode & 0o022 != 0 && !sticky {
+    if mode & 0o022 != 0 && uid != euid {
         let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
             (true, true) => "group and others",
             (true, false) => "its group",
             _ => "others",
         };
+        let sticky = if mode & libc::S_ISVTX != 0 {
+            ", sticky or not"
+        } else {
+            ""
+        };
         return Some(format!(
-            "it is writable by {who} (mode {:04o}) without the sticky bit",
+            "it is writable by {who} (mode {:04o}{sticky}) and not this process's user's own (uid {euid})",
             mode & 0o7777
         ));
     }
     None
 }
 
-impl StateDir {
-    /// Open `dir` (creating it when `create` and it is missing) and check its owner and mode.
-    pub fn open(dir: &Path, create: bool) -> Result<StateDir, DirError> {
-        let c = cstr(dir).map_err(DirError::Open)?;
-        let open = || {
-            // SAFETY: a NUL-terminated path; the descriptor is owned below.
-            unsafe {
-                libc::open(
-                    c.as_ptr(),
-                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
+/// Why a directory on the way to a state directory cannot be gone through, if it cannot: one
+/// owned by another user than root or this process's (it could swap the next component for a
+/// link to anywhere, and a root run would create or write there).
+fn unsafe_component_reason(uid: u32, euid: u32) -> Option<String> {
+    (uid != euid && uid != 0).then(|| {
+        format!("it is owned by uid {uid}, neither this process's user (uid {euid}) nor root")
+    })
+}
+
+/// The effective user.
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn fstat(fd: libc::c_int) -> std::io::Result<libc::stat> {
+    // SAFETY: fstat into a zeroed struct we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(last_err());
+    }
+    Ok(st)
+}
+
+fn openat(dir: libc::c_int, name: &CString, flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    // SAFETY: openat on a descriptor we hold with a NUL-terminated name; the result is owned.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The most symbolic links followed on the way to a state directory.
+const MAX_LINKS: usize = 40;
+
+/// Open the directory `dir` by walking it component by component from `/` (or the working
+/// directory) with `openat(O_NOFOLLOW)`, never through a directory or a symbolic link owned by
+/// another user than root or this process's (a link of root's or ours is followed, resolved the
+/// same way). Missing components are created (`mkdirat`) when `create`. The last component must
+/// be a directory itself, not a link. Returns the opened directory (`O_RDONLY`).
+fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
+    use std::path::Component;
+    let euid = euid();
+    let shown = dir.display();
+    let open_err = |e: std::io::Error| DirError::Open(format!("{shown}: {}", plugin::errtext(&e)));
+    let start = |abs: bool| -> Result<OwnedFd, DirError> {
+        let c = CString::new(if abs { "/" } else { "." }).expect("no NUL");
+        openat(libc::AT_FDCWD, &c, libc::O_PATH | libc::O_DIRECTORY).map_err(open_err)
+    };
+    // Components still to go, last first.
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push_path = |todo: &mut Vec<std::ffi::OsString>, p: &Path| -> bool {
+        let mut v: Vec<std::ffi::OsString> = Vec::new();
+        for c in p.components() {
+            match c {
+                Component::Normal(n) => v.push(n.to_owned()),
+                Component::ParentDir => v.push("..".into()),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
             }
+        }
+        v.reverse();
+        todo.extend(v);
+        p.has_root()
+    };
+    let abs = push_path(&mut todo, dir);
+    let mut cur = start(abs)?;
+    let mut links = 0;
+    let mut walked = if abs {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    };
+    while let Some(name) = todo.pop() {
+        let last = todo.is_empty();
+        let c = CString::new(name.as_bytes())
+            .map_err(|_| DirError::Open(format!("{shown} holds a NUL byte")))?;
+        let here = walked.join(&name);
+        let flags =
+            libc::O_DIRECTORY | libc::O_NOFOLLOW | if last { libc::O_RDONLY } else { libc::O_PATH };
+        let next = match openat(cur.as_raw_fd(), &c, flags) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => {
+                // SAFETY: mkdirat in a directory we hold, NUL-terminated name.
+                let mode = if last { 0o750 } else { 0o755 };
+                if unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), mode) } != 0 {
+                    let e = last_err();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(DirError::Open(format!(
+                            "cannot create its directory {}: {}",
+                            here.display(),
+                            plugin::errtext(&e)
+                        )));
+                    }
+                }
+                openat(cur.as_raw_fd(), &c, flags).map_err(open_err)?
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                // A symbolic link (or not a directory at all).
+                // SAFETY: fstatat of a name in a directory we hold, without following it.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                let is_link = unsafe {
+                    libc::fstatat(
+                        cur.as_raw_fd(),
+                        c.as_ptr(),
+                        &mut st,
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                } == 0
+                    && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
+                if !is_link {
+                    return Err(open_err(e));
+                }
+                if last {
+                    return Err(DirError::Open(format!(
+                        "{shown}: it is a symbolic link (not followed)"
+                    )));
+                }
+                if let Some(why) = unsafe_component_reason(st.st_uid, euid) {
+                    return Err(DirError::Refused(format!(
+                        "state directory {shown} refused: the symbolic link {} on its way is not followed: {why}; another user could point it anywhere (give a path through directories of root's or this user's only)",
+                        here.display()
+                    )));
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(open_err(std::io::Error::from_raw_os_error(libc::ELOOP)));
+                }
+                let mut buf = vec![0u8; libc::PATH_MAX as usize];
+                // SAFETY: readlinkat into a buffer of its length.
+                let n = unsafe {
+                    libc::readlinkat(
+                        cur.as_raw_fd(),
+                        c.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
+                };
+                if n < 0 {
+                    return Err(open_err(last_err()));
+                }
+                buf.truncate(n as usize);
+                let target = PathBuf::from(std::ffi::OsStr::from_bytes(&buf));
+                if push_path(&mut todo, &target) {
+                    cur = start(true)?;
+                    walked = PathBuf::from("/");
+                }
+                continue;
+            }
+            Err(e) => return Err(open_err(e)),
         };
-        let mut fd = open();
-        if fd < 0 && create && last_err().raw_os_error() == Some(libc::ENOENT) {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                return Err(DirError::Open(format!(
-                    "cannot create its directory: {}",
-                    plugin::errtext(&e)
+        let st = fstat(next.as_raw_fd()).map_err(open_err)?;
+        // The state directory's own parent may be another user's (the role's sudo mode keeps
+        // root's state in `<agent's state dir>/root`): the directory itself is opened without
+        // following a link and must be root's or ours, so that user can only delete it. What lies
+        // further up is never gone through when another user owns it.
+        let parent_of_last = todo.len() == 1;
+        if !last && !parent_of_last {
+            if let Some(why) = unsafe_component_reason(st.st_uid, euid) {
+                return Err(DirError::Refused(format!(
+                    "state directory {shown} refused: the directory {} on its way is not gone through: {why}; another user could redirect it (give a path through directories of root's or this user's only)",
+                    here.display()
                 )));
             }
-            fd = open();
         }
-        if fd < 0 {
-            let e = last_err();
-            let why = match e.raw_os_error() {
-                Some(libc::ELOOP | libc::ENOTDIR)
-                    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) =>
-                {
-                    "it is a symbolic link (not followed)".to_string()
-                }
-                _ => plugin::errtext(&e),
-            };
-            return Err(DirError::Open(format!("{}: {why}", dir.display())));
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: fstat into a zeroed struct we own, on our descriptor.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(DirError::Open(format!(
-                "{}: {}",
-                dir.display(),
-                plugin::errtext(&last_err())
-            )));
-        }
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if let Some(why) = unsafe_dir_reason(st.st_uid, st.st_mode, euid) {
+        walked = here;
+        cur = next;
+    }
+    if walked.as_os_str().is_empty() || walked == Path::new("/") {
+        // `.` or `/` itself: reopen readable.
+        let c = CString::new(".").expect("no NUL");
+        cur = openat(cur.as_raw_fd(), &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(open_err)?;
+    }
+    Ok(cur)
+}
+
+impl StateDir {
+    /// Open `dir` (creating it when `create` and it is missing) and check its owner and mode.
+    /// It is reached component by component from `/`, never through a directory or link of
+    /// another user (see [`walk`]).
+    pub fn open(dir: &Path, create: bool) -> Result<StateDir, DirError> {
+        let fd = walk(dir, create)?;
+        let st = fstat(fd.as_raw_fd())
+            .map_err(|e| DirError::Open(format!("{}: {}", dir.display(), plugin::errtext(&e))))?;
+        if let Some(why) = unsafe_dir_reason(st.st_uid, st.st_mode, euid()) {
             return Err(DirError::Refused(format!(
                 "state directory {} refused: {why}; another user could redirect or forge the state, so it is neither read nor written (make it owned by this user, mode 0750 or 0700)",
                 dir.display()
@@ -216,6 +383,24 @@ impl StateDir {
                 "cannot read state file {}: not a regular file",
                 shown.display()
             ));
+        }
+        {
+            use std::os::unix::fs::MetadataExt;
+            let euid = euid();
+            if md.uid() != euid {
+                return Err(format!(
+                    "state file {} is owned by uid {}, not this process's user (uid {euid}): ignored, another user may have planted it (the source is read afresh)",
+                    shown.display(),
+                    md.uid()
+                ));
+            }
+            if md.nlink() > 1 {
+                return Err(format!(
+                    "state file {} has {} hard links: ignored, it may be another file's (the source is read afresh)",
+                    shown.display(),
+                    md.nlink()
+                ));
+            }
         }
         let mut b = Vec::new();
         (&f).take(max + 1).read_to_end(&mut b).map_err(|e| {
@@ -404,12 +589,18 @@ mod tests {
         assert!(unsafe_dir_reason(1000, 0o40700, 0)
             .unwrap()
             .contains("owned by uid 1000"));
-        assert!(unsafe_dir_reason(0, 0o40770, 0)
+        assert!(unsafe_dir_reason(0, 0o40770, 1000)
             .unwrap()
             .contains("writable by its group (mode 0770)"));
-        assert!(unsafe_dir_reason(0, 0o40777, 0)
+        assert!(unsafe_dir_reason(0, 0o40777, 1000)
             .unwrap()
             .contains("group and others"));
+        // Issue 27, finding 2: a sticky directory others may write is refused too, unless it is
+        // this user's own.
+        assert!(unsafe_dir_reason(0, 0o41777, 1000)
+            .unwrap()
+            .contains("mode 1777, sticky or not"));
+        assert_eq!(unsafe_dir_reason(1000, 0o40770, 1000), None);
     }
 
     #[test]
@@ -436,15 +627,85 @@ mod tests {
         symlink(&dir, &via).unwrap();
         let e = save(&via.join("c.src.json"), &vec![1u32]).unwrap_err();
         assert!(e.contains("symbolic link"), "{e}");
-        // A group-writable directory is refused for reading and writing.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
-        let e = save(&p, &vec![8u32]).unwrap_err();
-        assert!(e.contains("refused") && e.contains("its group"), "{e}");
-        assert!(load::<Vec<u32>>(&p).unwrap_err().contains("refused"));
+        // A group-writable directory of this user's own is used (a file planted in it is
+        // refused by its owner, see `planted_files_and_foreign_links_are_refused`).
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1770)).unwrap();
         save(&p, &vec![9u32]).unwrap();
         assert_eq!(load::<Vec<u32>>(&p).unwrap(), Some(vec![9]));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 27, findings 2 and 8 (as root, the attacker being uid 65534): a state file another
+    /// user planted is refused, and so is a path through another user's directory or link, for
+    /// reading and for creating directories.
+    #[test]
+    fn planted_files_and_foreign_links_are_refused() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        if euid() != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let chown = |p: &Path, follow: bool| {
+            let c = cstr(p).unwrap();
+            // SAFETY: (l)chown of a NUL-terminated path.
+            let r = unsafe {
+                if follow {
+                    libc::chown(c.as_ptr(), 65534, 65534)
+                } else {
+                    libc::lchown(c.as_ptr(), 65534, 65534)
+                }
+            };
+            assert_eq!(r, 0);
+        };
+        let base = std::env::temp_dir().join(format!("state-foreign-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        // A planted state file in this user's directory: refused by its owner.
+        let p = base.join("c.src.json");
+        std::fs::write(&p, b"[1]").unwrap();
+        chown(&p, true);
+        let e = load::<Vec<u32>>(&p).unwrap_err();
+        assert!(
+            e.contains("owned by uid 65534") && e.contains("planted"),
+            "{e}"
+        );
+        // Rewritten, it is this user's again.
+        save(&p, &vec![2u32]).unwrap();
+        assert_eq!(load::<Vec<u32>>(&p).unwrap(), Some(vec![2]));
+        // A directory of another user on the way, and a link of another user to elsewhere.
+        let theirs = base.join("theirs");
+        let target = base.join("target");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        chown(&theirs, true);
+        let e = save(&theirs.join("a/new/c.json"), &vec![1u32]).unwrap_err();
+        assert!(e.contains("refused") && e.contains("theirs"), "{e}");
+        assert!(!theirs.join("a").exists());
+        // Its directory may sit right in another user's (sudo mode: `<agent's dir>/root`).
+        save(&theirs.join("root/c.json"), &vec![4u32]).unwrap();
+        assert_eq!(
+            load::<Vec<u32>>(&theirs.join("root/c.json")).unwrap(),
+            Some(vec![4])
+        );
+        let link = base.join("link");
+        symlink(&target, &link).unwrap();
+        chown(&link, false);
+        let e = save(&link.join("newdir/c.json"), &vec![1u32]).unwrap_err();
+        assert!(
+            e.contains("symbolic link") && e.contains("not followed"),
+            "{e}"
+        );
+        assert!(!target.join("newdir").exists(), "created through the link");
+        // A link of this user's own is followed, and the directory made behind it.
+        let mine = base.join("mine");
+        symlink(&target, &mine).unwrap();
+        save(&mine.join("newdir/c.json"), &vec![3u32]).unwrap();
+        assert_eq!(
+            load::<Vec<u32>>(&target.join("newdir/c.json")).unwrap(),
+            Some(vec![3])
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
