@@ -787,3 +787,36 @@ fn finding_3_an_api_server_that_keeps_paging_within_64_mib() {
     );
     assert!(kib <= MIB64_KIB, "{kib} KiB peak RSS (cap {MIB64_KIB})");
 }
+
+/// Finding 10, the API side: `sudo check_x` on a node finds no credentials by design (root's
+/// privilege must not lend the node's credential files to the caller). The answer says that sudo
+/// is why and what to pass, once — it repeated itself before.
+#[test]
+fn finding_10_sudo_without_credentials_says_why_and_what_to_pass_once() {
+    if !e2e::need_root("finding_10_sudo_without_credentials_says_why_and_what_to_pass_once") {
+        return;
+    }
+    for (bin, name, args) in API_CHECKS {
+        let out = Cmd::check(bin)
+            .without_host_credentials()
+            .env("SUDO_UID", "1000")
+            .args(*args)
+            .arg("-vv")
+            .run();
+        out.assert_status(name, 3);
+        let first = out.first_line();
+        assert!(
+            first.contains("run through sudo ($SUDO_UID is set)"),
+            "{bin}: {out:?}"
+        );
+        assert!(
+            first.contains("give --kubeconfig FILE, readable by the calling user"),
+            "{bin}: {out:?}"
+        );
+        assert_eq!(first.matches("--kubeconfig").count(), 1, "{bin}: {out:?}");
+        assert!(
+            !first.contains("privileged run"),
+            "{bin}: said twice: {out:?}"
+        );
+    }
+}

@@ -590,7 +590,7 @@ fn no_discovered_credentials_while_privileged() {
             .run();
         out.assert_protocol("STALE_CSI_MOUNTS");
         assert!(
-            out.stdout.contains("elevated privilege"),
+            out.stdout.contains("more privilege than its caller"),
             "{}: {out:?}",
             kc.display()
         );
@@ -624,7 +624,10 @@ fn no_discovered_credentials_while_privileged() {
         .args(["--node", "node-1", "-t", "5", "-vv"])
         .run();
     out.assert_protocol("STALE_CSI_MOUNTS");
-    assert!(out.stdout.contains("elevated privilege"), "{out:?}");
+    assert!(
+        out.stdout.contains("more privilege than its caller"),
+        "{out:?}"
+    );
     assert!(!out.stdout.contains("admin.conf"), "{out:?}");
     assert_no_leak(&out, &token);
     assert!(api.requests().is_empty(), "{:?}", api.requests());

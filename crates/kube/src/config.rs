@@ -463,12 +463,16 @@ pub struct Lookup {
     /// and the node's own credential files (admin.conf, kubelet.conf, k3s.yaml, microk8s
     /// client.config) are never looked at, so the privilege cannot lend the node's credentials.
     pub privileged: bool,
+    /// The privilege is root's through sudo (`$SUDO_UID` set), not this file's capabilities or
+    /// set-id bits: the message then says so and what to pass.
+    pub via_sudo: bool,
 }
 
 impl Lookup {
     pub fn from_env(flag: Option<PathBuf>, context: Option<String>) -> Lookup {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let privileged = plugin::privilege::secure() || plugin::privilege::via_sudo();
+        let via_sudo = plugin::privilege::via_sudo();
+        let privileged = plugin::privilege::secure() || via_sudo;
         if privileged {
             return Lookup {
                 flag,
@@ -477,6 +481,7 @@ impl Lookup {
                 service_port: var("KUBERNETES_SERVICE_PORT"),
                 sa_dir: PathBuf::from(SERVICE_ACCOUNT_DIR),
                 privileged,
+                via_sudo,
                 ..Lookup::default()
             };
         }
@@ -493,12 +498,16 @@ impl Lookup {
                 .collect(),
             home: var("HOME").map(PathBuf::from),
             privileged,
+            via_sudo: false,
         }
     }
 
     /// Find and read the configuration. `notes` receives what was tried (for `-vv`).
     pub fn resolve(&self, notes: &mut Vec<String>) -> Result<Config, Unknown> {
         let ctx = self.context.as_deref();
+        // What this call tried, for the final message (the privileged note is said there once,
+        // in words of its own, not repeated from the -vv notes).
+        let mut first_tried = notes.len();
         if self.privileged {
             notes.push(
                 "privileged run: only --kubeconfig (read as the caller) and the in-cluster \
@@ -506,6 +515,7 @@ impl Lookup {
                  credential files"
                     .into(),
             );
+            first_tried = notes.len();
         }
         if let Some(p) = &self.flag {
             let text = read(p, "kubeconfig")?;
@@ -575,16 +585,25 @@ impl Lookup {
                 return from_kubeconfig(&text, &p, Source::Home(p.clone()), ctx);
             }
         }
-        let tried = if notes.is_empty() {
+        let tried_notes = notes.get(first_tried..).unwrap_or_default();
+        let tried = if tried_notes.is_empty() {
             String::new()
         } else {
-            format!(" ({})", notes.join("; "))
+            format!(" ({})", tried_notes.join("; "))
         };
         if self.privileged {
+            let why = if self.via_sudo {
+                "run through sudo ($SUDO_UID is set), the check does not look at $KUBECONFIG, \
+                 ~/.kube/config or the node's credential files, so that root's privilege never \
+                 lends them to the calling user"
+            } else {
+                "this copy runs with more privilege than its caller (file capabilities or set-id \
+                 bits), so it does not look at $KUBECONFIG, ~/.kube/config or the node's \
+                 credential files, which that privilege could otherwise lend to the caller"
+            };
             return Err(Unknown(format!(
-                "{NO_CREDENTIALS}: this check runs with elevated privilege, so it uses only \
-                 --kubeconfig FILE (readable by its caller) or the in-cluster service account: \
-                 give --kubeconfig FILE (or --pods-json FILE){tried}"
+                "{NO_CREDENTIALS}: {why}; give --kubeconfig FILE, readable by the calling user \
+                 (or --pods-json FILE), or run it from the in-cluster service account{tried}"
             )));
         }
         Err(Unknown(format!(
@@ -842,10 +861,23 @@ mod tests {
         l.privileged = true;
         let mut notes = vec![];
         let e = l.resolve(&mut notes).unwrap_err();
-        assert!(e.0.contains("elevated privilege"), "{e}");
+        assert!(e.0.contains("more privilege than its caller"), "{e}");
         assert!(e.0.contains("--kubeconfig FILE"), "{e}");
         assert!(!e.0.contains("k3s.yaml"), "{e}");
+        // Said once: the -vv note is not repeated inside the message (issue 27, finding 10).
+        assert!(!e.0.contains("privileged run"), "{e}");
+        assert_eq!(e.0.matches("--kubeconfig").count(), 1, "{e}");
         assert!(notes[0].starts_with("privileged run: "), "{notes:?}");
+        // Through sudo: the message says sudo is why, and what to pass.
+        let mut sudo = l.clone();
+        sudo.via_sudo = true;
+        let e = sudo.resolve(&mut vec![]).unwrap_err();
+        assert!(e.0.contains("run through sudo ($SUDO_UID is set)"), "{e}");
+        assert!(
+            e.0.contains("give --kubeconfig FILE, readable by the calling user"),
+            "{e}"
+        );
+        assert_eq!(e.0.matches("--kubeconfig").count(), 1, "{e}");
         // An explicit --kubeconfig is used.
         l.flag = Some(d.join("home/.kube/config"));
         let c = l.resolve(&mut notes).unwrap();
