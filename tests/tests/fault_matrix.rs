@@ -901,24 +901,15 @@ pub(crate) fn run_measured(bin_name: &str, args: &[OsString]) -> (i32, String, i
     run_measured_t(bin_name, args, T)
 }
 
-/// [`run_measured`] with `-t t`.
+/// [`run_measured`] with `-t t` (through [`e2e::run_max_rss`], the one peak-RSS measure).
 pub(crate) fn run_measured_t(bin_name: &str, args: &[OsString], t: u64) -> (i32, String, i64) {
-    let f = tempfile::NamedTempFile::new().unwrap();
-    let out = Cmd::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
-        .arg(f.path())
-        .arg(bin(bin_name))
-        .args(["-t", &t.to_string()])
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", "/nonexistent")
-        .run();
-    let text = std::fs::read_to_string(f.path()).unwrap();
-    let kib = text
-        .lines()
-        .filter_map(|l| l.trim().parse::<i64>().ok())
-        .next_back()
-        .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time: {text:?}"));
+    let t = t.to_string();
+    let mut all: Vec<&str> = vec!["-t", &t];
+    all.extend(
+        args.iter()
+            .map(|a| a.to_str().expect("UTF-8 test argument")),
+    );
+    let (out, kib) = e2e::run_max_rss(bin_name, &all, None);
     (out.code, out.stdout, kib)
 }
 
