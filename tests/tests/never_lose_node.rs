@@ -451,7 +451,8 @@ fn write_lines(p: &Path, n: u64, line: impl Fn(u64) -> String) {
 /// Finding 3 (node part): memory grew with the number of lines (1.11 GB for a kubelet log of
 /// 3·10^6 failure lines outside the window, 328 MB for 10^6 inside it). Now failures are
 /// streamed into per-volume aggregates with a cap on the volumes kept and an exact count of the
-/// rest: each input below answers correctly within the default -t with a peak RSS ≤ 64 MiB
+/// rest: each input below answers correctly within its -t (60 s: a memory row; speed is bench/'s)
+/// with a peak RSS ≤ 64 MiB
 /// (printed), the kernel log of 10^6 records too.
 #[test]
 fn finding3_millions_of_lines_stay_within_64_mib() {
@@ -463,7 +464,12 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
     }
     let _ = e2e::bin_dir();
     const LIMIT_KIB: i64 = 64 * 1024;
-    const T_DEFAULT: u64 = 10;
+    // A memory row, not a speed row (speed is bench/'s): -t is generous so that a loaded machine
+    // cannot turn the answer into "could not read all … before the deadline".
+    const T: u64 = 60;
+    // The suite's other tests (and other processes' machine-wide tests) wait, so that no wait
+    // for them stands between writing the logs and reading them (their times are relative to now).
+    let _machine = e2e::exclusive();
     let d = tempfile::tempdir().unwrap();
     let now = now_secs();
     let err = |pv: &str| {
@@ -481,13 +487,6 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
         kline(
             now - 3 * 3600 + (i * 7200 / 3_000_000) as i64,
             &format!("pvc-o{}", i % 1000),
-        )
-    });
-    let recent = d.path().join("recent.log");
-    write_lines(&recent, 1_000_000, |i| {
-        kline(
-            now - 840 + (i * 800 / 1_000_000) as i64,
-            &format!("pvc-r{}", i % 20_000),
         )
     });
     let kmsg = d.path().join("kmsg");
@@ -510,6 +509,16 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
             i + 1
         )
     });
+    // Written last, dated from a fresh now, and read first: its failures must still be current
+    // (within the window and the backoff) when the check reads them.
+    let now = now_secs();
+    let recent = d.path().join("recent.log");
+    write_lines(&recent, 1_000_000, |i| {
+        kline(
+            now - 840 + (i * 800 / 1_000_000) as i64,
+            &format!("pvc-r{}", i % 20_000),
+        )
+    });
     let kroot = d.path().join("kubelet");
     std::fs::create_dir(&kroot).unwrap();
     let nested = |log: &Path| -> Vec<std::ffi::OsString> {
@@ -524,13 +533,6 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
     type Case<'a> = (&'a str, &'a str, Vec<std::ffi::OsString>, i32, Vec<&'a str>);
     let cases: Vec<Case> = vec![
         (
-            "kubelet log, 3e6 failure lines outside the window",
-            "check_kubelet_nested_ops",
-            nested(&old),
-            0,
-            vec!["no failed volume operations in the last 15m"],
-        ),
-        (
             "kubelet log, 1e6 failure lines inside the window (20 000 volumes)",
             "check_kubelet_nested_ops",
             nested(&recent),
@@ -539,6 +541,13 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
                 "20 000 volumes with failing operations",
                 "and 19 997 more volumes",
             ],
+        ),
+        (
+            "kubelet log, 3e6 failure lines outside the window",
+            "check_kubelet_nested_ops",
+            nested(&old),
+            0,
+            vec!["no failed volume operations in the last 15m"],
         ),
         (
             "kernel log, 1e6 records",
@@ -557,20 +566,17 @@ fn finding3_millions_of_lines_stay_within_64_mib() {
             vec!["journal aborted on sdc"],
         ),
     ];
-    // Timed rows: the suite's other tests (and other processes' machine-wide tests) wait, so that
-    // the answer within -t measures the check, not the load around it.
-    let _machine = e2e::exclusive();
     let mut failed = Vec::new();
     for (label, bin_name, args, want, phrases) in cases {
         let t = std::time::Instant::now();
-        let (code, out, kib) = run_measured_t(bin_name, &args, T_DEFAULT);
+        let (code, out, kib) = run_measured_t(bin_name, &args, T);
         let took = t.elapsed();
         let first = out.lines().next().unwrap_or("").to_string();
         println!("finding3 {label}: exit {code}, max RSS {kib} KiB, {took:?}: {first}");
         if !(code == want
             && phrases.iter().all(|p| first.contains(p))
             && kib <= LIMIT_KIB
-            && took <= std::time::Duration::from_secs(T_DEFAULT + 3))
+            && took <= std::time::Duration::from_secs(T + 3))
         {
             failed.push(format!(
                 "{label}: exit {code} (want {want} {phrases:?}), {kib} KiB (cap {LIMIT_KIB}), {took:?}: {out}"
