@@ -240,7 +240,8 @@ fn api_view(opts: &Opts, node: String, mounts: &[CsiMount], ctx: &Ctx) -> Cluste
 /// missing by name (another PV of the same handle would still count), a staging mount whose
 /// attachment is missing and whose driver shows no attachment here (does it attach at all?).
 /// CSIDriver objects are not read (the VolumeAttachment rule then applies to drivers that have
-/// VolumeAttachments somewhere).
+/// VolumeAttachments somewhere). Where no PV or no attachment was asked for, one item of each
+/// (`limit=1`) proves the grant.
 pub fn from_api(
     client: &kube::Client,
     node: &str,
@@ -376,6 +377,14 @@ pub fn from_api(
         objects.attachments.clear();
         client.list_volume_attachments(|va| objects.add(Object::VolumeAttachment(va)))?;
         check(&mut objects)?;
+    }
+    // A node without CSI mounts asks for no PV nor attachment: one item of each proves the
+    // grants anyway, so a missing one shows now, not once a volume arrives.
+    if !all_pvs && local.iter().all(|id| id.pv.is_none()) {
+        client.may_list("/api/v1/persistentvolumes")?;
+    }
+    if !all_attachments && asked.is_empty() {
+        client.may_list("/apis/storage.k8s.io/v1/volumeattachments")?;
     }
     ctx.debug(format!(
         "{} VolumeAttachments read ({})",

@@ -212,6 +212,14 @@ impl Client {
         )
     }
 
+    /// One page of one item of a collection (`GET path?limit=1`, the `list` verb): proves this
+    /// identity may list it, at the cost of one object — a missing grant then shows on every
+    /// run, not only once the objects are needed.
+    pub fn may_list(&self, path: &str) -> Result<(), Unknown> {
+        self.get::<serde::de::IgnoredAny>(path, &[("limit", "1")])
+            .map(|_| ())
+    }
+
     /// All VolumeAttachments (storage.k8s.io/v1).
     pub fn list_volume_attachments(
         &self,
