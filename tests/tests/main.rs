@@ -22,6 +22,9 @@ mod watch_cache;
 // The API checks against a real kube-apiserver (tests/control-plane).
 mod real_apiserver;
 
+// Issue 33: the API cost of a run is the node's own volumes.
+mod api_cost;
+
 // Issue 27's API-side findings (secrets, TLS, proxies, pods memory).
 mod never_lose_api;
 

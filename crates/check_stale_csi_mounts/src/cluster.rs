@@ -2,7 +2,8 @@
 //! PVs and their attachments, kept as the compact plain data `evaluate` decides on. Each part is
 //! `None` when it was not supplied, so the check can say which cross-check it skipped.
 
-use crate::{api_budget, Opts};
+use crate::evaluate::{identify, is_staging};
+use crate::{api_budget, CsiMount, Opts};
 use kube::Object;
 use plugin::{Ctx, Unknown};
 
@@ -152,13 +153,18 @@ impl ClusterView {
 /// The cluster view: from --pods-json/--pvs-json when given, else from the API. Without any
 /// credentials (and none asked for) the API part is skipped, not failed; a failing API is kept
 /// as the reason, so the local findings still count.
-pub fn view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<ClusterView, Unknown> {
+pub fn view(
+    opts: &Opts,
+    host: &node::Host,
+    mounts: &[CsiMount],
+    ctx: &Ctx,
+) -> Result<ClusterView, Unknown> {
     if opts.pods.reads_stdin() && opts.pvs.reads_stdin() {
         return Err("--pods-json and --pvs-json cannot both read stdin".into());
     }
     let node = opts.node.name_or(|| host.hostname())?;
     if opts.pods.pods_json.is_none() && opts.pvs.pvs_json.is_none() {
-        return Ok(api_view(opts, node, ctx));
+        return Ok(api_view(opts, node, mounts, ctx));
     }
     let mut objects = Objects::default();
     for (path, what, default_kind) in [
@@ -184,7 +190,7 @@ pub fn view(opts: &Opts, host: &node::Host, ctx: &Ctx) -> Result<ClusterView, Un
     ))
 }
 
-fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
+fn api_view(opts: &Opts, node: String, mounts: &[CsiMount], ctx: &Ctx) -> ClusterView {
     let asked = opts.api.kubeconfig.is_some() || opts.api.context.is_some();
     // The API must not squeeze the probes into false "hung" answers: it gets a budget of its own.
     let budget = api_budget(ctx.remaining(), opts.probe.probe_timeout);
@@ -204,10 +210,11 @@ fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
         }
     };
     ctx.stage(format!(
-        "listing pods on node {node}, PVs and VolumeAttachments from {}",
+        "listing pods on node {node}, the PVs and VolumeAttachments of its {} CSI mounts from {}",
+        mounts.len(),
         client.description
     ));
-    match from_api(&client, &node) {
+    match from_api(&client, &node, mounts, ctx) {
         Ok(v) => {
             ctx.debug(format!(
                 "cluster view from the API for node {node}: {} pods, {} PVs, {} VolumeAttachments",
@@ -224,10 +231,23 @@ fn api_view(opts: &Opts, node: String, ctx: &Ctx) -> ClusterView {
     }
 }
 
-/// The view from the API server: the pods bound to `node` (field selector), every PV and every
-/// VolumeAttachment. CSIDriver objects are not read (the VolumeAttachment rule then applies to
-/// drivers that have VolumeAttachments somewhere).
-pub fn from_api(client: &kube::Client, node: &str) -> Result<ClusterView, Unknown> {
+/// The view from the API server, at the cost of this node's own volumes: the pods bound to
+/// `node` (field selector); each PV the node's mounts name (`fieldSelector=metadata.name=…`, one
+/// small list each: the RBAC grants `list` only); the VolumeAttachment of each staging mount, by
+/// the name the kubelet gives it ([`kube::attachment_name`]). The whole PV or VolumeAttachment
+/// list is read only where a name cannot be known or a by-name answer cannot decide as the whole
+/// list would (`-vv` says which and why): a staging mount known only by its volume handle, a PV
+/// missing by name (another PV of the same handle would still count), a staging mount whose
+/// attachment is missing and whose driver shows no attachment here (does it attach at all?).
+/// CSIDriver objects are not read (the VolumeAttachment rule then applies to drivers that have
+/// VolumeAttachments somewhere). Where no PV or no attachment was asked for, one item of each
+/// (`limit=1`) proves the grant.
+pub fn from_api(
+    client: &kube::Client,
+    node: &str,
+    mounts: &[CsiMount],
+    ctx: &Ctx,
+) -> Result<ClusterView, Unknown> {
     let filter = kube::PodFilter {
         node: Some(node.to_string()),
         ..Default::default()
@@ -238,15 +258,161 @@ pub fn from_api(client: &kube::Client, node: &str) -> Result<ClusterView, Unknow
         ..Default::default()
     };
     client.list_pods(&filter, |p| objects.add(Object::Pod(p)))?;
-    client.list_pvs(|pv| objects.add(Object::PersistentVolume(pv)))?;
-    client.list_volume_attachments(|va| objects.add(Object::VolumeAttachment(va)))?;
-    if let Some(e) = objects.error.take() {
-        return Err(Unknown(format!("the API server's answer: {e}")));
+    check(&mut objects)?;
+
+    // The PVs: by name where the mounts tell it, else all of them.
+    let local = identify(mounts, &ClusterView::local_only(node));
+    let unnamed: Vec<&CsiMount> = mounts
+        .iter()
+        .zip(&local)
+        .filter(|(m, id)| is_staging(&m.kind) && (id.pv.is_none() || id.pv_from == "volumeHandle"))
+        .map(|(m, _)| m)
+        .collect();
+    let mut all_pvs = false;
+    if let Some(m) = unnamed.first() {
+        ctx.debug(format!(
+            "listing every PV: {} staging mount(s) known only by volume handle, e.g. {}",
+            unnamed.len(),
+            m.mount_point.display()
+        ));
+        list_all_pvs(client, &mut objects)?;
+        all_pvs = true;
+    } else {
+        let names: std::collections::BTreeSet<&str> =
+            local.iter().filter_map(|id| id.pv.as_deref()).collect();
+        for name in &names {
+            client.list_pv_named(name, |pv| objects.add(Object::PersistentVolume(pv)))?;
+        }
+        check(&mut objects)?;
+        let missing = mounts.iter().zip(&local).find(|(m, id)| {
+            is_staging(&m.kind)
+                && id
+                    .pv
+                    .as_deref()
+                    .is_some_and(|n| !objects.pvs.iter().any(|p| p.name == n))
+        });
+        if let Some((m, id)) = missing {
+            ctx.debug(format!(
+                "listing every PV: PV {} of {} not found by name (a PV of the same volume handle would still count)",
+                id.pv.as_deref().unwrap_or_default(),
+                m.mount_point.display()
+            ));
+            list_all_pvs(client, &mut objects)?;
+            all_pvs = true;
+        }
     }
+    ctx.debug(format!(
+        "{} PVs read ({})",
+        objects.pvs.len(),
+        if all_pvs { "every PV" } else { "by name" }
+    ));
+
+    // The VolumeAttachments of the staging mounts whose PV exists, by name.
+    let partial = ClusterView {
+        pvs: Some(objects.pvs.clone()),
+        ..ClusterView::local_only(node)
+    };
+    let ids = identify(mounts, &partial);
+    let mut all_attachments = false;
+    let mut asked = std::collections::BTreeSet::new();
+    let mut wanted = Vec::new();
+    for (m, id) in mounts.iter().zip(&ids) {
+        if !is_staging(&m.kind)
+            || partial.pv_exists(id.pv.as_deref(), id.driver.as_deref(), id.handle.as_deref())
+                == Some(false)
+        {
+            continue;
+        }
+        let pv = id
+            .pv
+            .as_deref()
+            .and_then(|n| objects.pvs.iter().find(|p| p.name == n));
+        let driver = pv.and_then(|p| p.driver.clone()).or(id.driver.clone());
+        let handle = pv
+            .and_then(|p| p.volume_handle.clone())
+            .or(id.handle.clone());
+        match (&id.pv, driver, handle) {
+            (Some(pv), Some(driver), Some(handle)) => {
+                let name = kube::attachment_name(&handle, &driver, node);
+                if asked.insert(name.clone()) {
+                    client.list_volume_attachment_named(&name, |va| {
+                        objects.add(Object::VolumeAttachment(va))
+                    })?;
+                }
+                // evaluate asks needs_attachment of the driver the mount names.
+                wanted.push((m, pv.clone(), id.driver.clone().unwrap_or(driver)));
+            }
+            // evaluate checks the attachment only of a mount whose driver it knows.
+            (Some(_), _, _) if id.driver.is_some() => {
+                ctx.debug(format!(
+                    "listing every VolumeAttachment: no driver or volume handle known for {} (its attachment's name cannot be computed)",
+                    m.mount_point.display()
+                ));
+                all_attachments = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    check(&mut objects)?;
+    if !all_attachments {
+        // A missing attachment counts only for a driver that attaches: without CSIDriver
+        // objects, one that has a VolumeAttachment somewhere, which the whole list tells.
+        let here = |pv: &str| {
+            objects
+                .attachments
+                .iter()
+                .any(|a| a.pv == pv && a.node == node)
+        };
+        let seen = |d: &str| objects.attachments.iter().any(|a| a.attacher == d);
+        if let Some((m, _, driver)) = wanted.iter().find(|(_, pv, d)| !here(pv) && !seen(d)) {
+            ctx.debug(format!(
+                "listing every VolumeAttachment: none found for {} and none of driver {driver} here (does {driver} attach at all?)",
+                m.mount_point.display()
+            ));
+            all_attachments = true;
+        }
+    }
+    if all_attachments {
+        objects.attachments.clear();
+        client.list_volume_attachments(|va| objects.add(Object::VolumeAttachment(va)))?;
+        check(&mut objects)?;
+    }
+    // A node without CSI mounts asks for no PV nor attachment: one item of each proves the
+    // grants anyway, so a missing one shows now, not once a volume arrives.
+    if !all_pvs && local.iter().all(|id| id.pv.is_none()) {
+        client.may_list("/api/v1/persistentvolumes")?;
+    }
+    if !all_attachments && asked.is_empty() {
+        client.may_list("/apis/storage.k8s.io/v1/volumeattachments")?;
+    }
+    ctx.debug(format!(
+        "{} VolumeAttachments read ({})",
+        objects.attachments.len(),
+        if all_attachments {
+            "every one"
+        } else {
+            "by name"
+        }
+    ));
     Ok(ClusterView {
         api: ApiUse::Used(client.description.clone()),
         ..objects.into_view(node.to_string(), true, true)
     })
+}
+
+fn list_all_pvs(client: &kube::Client, objects: &mut Objects) -> Result<(), Unknown> {
+    objects.pvs.clear();
+    client.list_pvs(|pv| objects.add(Object::PersistentVolume(pv)))?;
+    check(objects)
+}
+
+/// The first object this check cannot use, as the API's failure.
+fn check(objects: &mut Objects) -> Result<(), Unknown> {
+    match objects.error.take() {
+        Some(e) => Err(Unknown(format!("the API server's answer: {e}"))),
+        None => Ok(()),
+    }
 }
 
 /// The compact forms of the objects read, by kind (files and API alike).

@@ -326,10 +326,17 @@ fn wrong_node(data: &Data, sel: &[usize]) -> Option<Report> {
     } else {
         nodes.iter().take(5).copied().collect::<Vec<_>>().join(", ")
     };
-    Some(Report::unknown(format!(
-        "--pods-json has no pod on node '{}' although pods have CSI mounts here: give --node (nodes seen: {seen}) and use kubectl get pods -A",
-        c.node
-    )))
+    Some(Report::unknown(match c.api {
+        // The API was asked for this node's pods only: no other node to show.
+        ApiUse::Used(_) => format!(
+            "the API has no pod on node '{}' although pods have CSI mounts here: give --node the kubelet's node name (kubectl get nodes)",
+            c.node
+        ),
+        _ => format!(
+            "--pods-json has no pod on node '{}' although pods have CSI mounts here: give --node (nodes seen: {seen}) and use kubectl get pods -A",
+            c.node
+        ),
+    }))
 }
 
 /// The finding of one selected mount (counted into `tally`).

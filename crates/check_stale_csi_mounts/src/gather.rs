@@ -64,7 +64,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let roots = kubelet_roots(opts, &host, own, ctx)?;
     let mut mounts = csi_mounts(opts, &host, &roots, ctx)?;
     read_vol_data(&host, own, &mut mounts, ctx)?;
-    let cluster = cluster::view(opts, &host, ctx)?;
+    let cluster = cluster::view(opts, &host, &mounts, ctx)?;
 
     let ids = identify(&mounts, &cluster);
     for (m, id) in mounts.iter_mut().zip(&ids) {

@@ -361,6 +361,18 @@ fn a_pod_list_without_pods_on_this_node_is_unknown_not_all_orphaned() {
         "{}",
         r.summary
     );
+    assert!(r.summary.starts_with("--pods-json"), "{}", r.summary);
+    // From the API (this node's pods only): the message names the API, not --pods-json.
+    let mut view = full_view(vec![], vec![pv("pvc-a")], vec![]);
+    view.api = crate::cluster::ApiUse::Used("https://api:6443".into());
+    let r = evaluate(&data(healthy_pair(), view), &policy(&[]));
+    assert_eq!(r.status, Status::Unknown);
+    assert!(
+        r.summary.contains("the API has no pod on node 'worker-04'")
+            && !r.summary.contains("--pods-json"),
+        "{}",
+        r.summary
+    );
 }
 
 #[test]

@@ -50,6 +50,19 @@ use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::Path;
 
+/// The name of the VolumeAttachment of a CSI volume on a node, as the kubelet and the
+/// attach/detach controller compute it (kubernetes pkg/volume/csi/csi_attacher.go,
+/// `getAttachmentName`): `csi-` + hex(sha256(volumeHandle + driverName + nodeName)).
+pub fn attachment_name(volume_handle: &str, driver: &str, node: &str) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(volume_handle.as_bytes());
+    h.update(driver.as_bytes());
+    h.update(node.as_bytes());
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("csi-{hex}")
+}
+
 /// Find the configuration as the options and environment say, build a client bound to the
 /// check's deadline, and tell `-vv` which source was used (never a secret).
 pub fn connect(api: &ApiArgs, ctx: &Ctx) -> Result<Client, Unknown> {
@@ -162,6 +175,49 @@ impl Client {
     /// All PersistentVolumes.
     pub fn list_pvs(&self, f: impl FnMut(PersistentVolume)) -> Result<usize, Unknown> {
         self.list("/api/v1/persistentvolumes", &ListParams::default(), f)
+    }
+
+    /// The PersistentVolume named `name`, if it exists: a list with
+    /// `fieldSelector=metadata.name=…` (the `list` verb the RBAC grants, not `get`), so one
+    /// node's run costs its own volumes, not the cluster's.
+    pub fn list_pv_named(
+        &self,
+        name: &str,
+        f: impl FnMut(PersistentVolume),
+    ) -> Result<usize, Unknown> {
+        self.list(
+            "/api/v1/persistentvolumes",
+            &ListParams {
+                field_selector: Some(format!("metadata.name={name}")),
+                ..Default::default()
+            },
+            f,
+        )
+    }
+
+    /// The VolumeAttachment named `name` (see [`attachment_name`]), if it exists: a list with
+    /// `fieldSelector=metadata.name=…`.
+    pub fn list_volume_attachment_named(
+        &self,
+        name: &str,
+        f: impl FnMut(VolumeAttachment),
+    ) -> Result<usize, Unknown> {
+        self.list(
+            "/apis/storage.k8s.io/v1/volumeattachments",
+            &ListParams {
+                field_selector: Some(format!("metadata.name={name}")),
+                ..Default::default()
+            },
+            f,
+        )
+    }
+
+    /// One page of one item of a collection (`GET path?limit=1`, the `list` verb): proves this
+    /// identity may list it, at the cost of one object — a missing grant then shows on every
+    /// run, not only once the objects are needed.
+    pub fn may_list(&self, path: &str) -> Result<(), Unknown> {
+        self.get::<serde::de::IgnoredAny>(path, &[("limit", "1")])
+            .map(|_| ())
     }
 
     /// All VolumeAttachments (storage.k8s.io/v1).
@@ -375,6 +431,16 @@ pub fn load_pvs_json(path: &Path, f: impl FnMut(PersistentVolume)) -> Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachment_name_is_the_kubelets() {
+        // sha256("vol-1" + "ebs.csi.aws.com" + "node-a"), computed independently (Python's
+        // hashlib), in getAttachmentName's format.
+        assert_eq!(
+            attachment_name("vol-1", "ebs.csi.aws.com", "node-a"),
+            "csi-7ba6b8ed285c3c863d675c3b4567d68ede4307ae1a37202e02bf2c4b9f42f28b"
+        );
+    }
 
     fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!("kube-lib-test-{}-{name}", std::process::id()));
