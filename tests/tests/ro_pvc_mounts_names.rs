@@ -122,13 +122,16 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
             .iter()
             .filter(|e| e["user"]["username"] == user.as_str())
             .map(|e| {
-                e["requestURI"]
-                    .as_str()
-                    .unwrap_or("")
-                    .split('?')
-                    .next()
-                    .unwrap()
-                    .to_string()
+                // The path, with a field selector if the request had one (decoded).
+                let uri = e["requestURI"].as_str().unwrap_or("");
+                let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+                match query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("fieldSelector="))
+                {
+                    Some(sel) => format!("{path}?fieldSelector={}", sel.replace("%3D", "=")),
+                    None => path.to_string(),
+                }
             })
             .collect()
     };
@@ -173,7 +176,8 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
         "healthy volume named: {out:?}"
     );
 
-    // From the API: one PV list, then the pods of the claim's namespace only.
+    // From the API: the node's read-only PV by name (a list with a field selector: the `list`
+    // verb, one object), then the pods of the claim's namespace only — never every PV.
     let out = run(&ns, &tree, &["--kubeconfig", kc]);
     println!("{}", out.stdout);
     out.assert_status(NAME, 2);
@@ -185,7 +189,7 @@ fn readonly_volume_is_named_from_json_and_api_and_keeps_its_alarm_without() {
     assert_eq!(
         requests(),
         [
-            "/api/v1/persistentvolumes".to_string(),
+            format!("/api/v1/persistentvolumes?fieldSelector=metadata.name={pv_ro}"),
             format!("/api/v1/namespaces/{media}/pods")
         ],
         "{out:?}"

@@ -501,17 +501,42 @@ fn from_api(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names {
     n
 }
 
+/// Up to this many of the node's volumes are read one by one; more, and one list of every
+/// PersistentVolume costs fewer requests.
+const NAMED_PV_LOOKUPS_MAX: usize = 64;
+
 fn lookups(
     client: &Client,
     wanted: &Wanted,
     n: &mut Names,
     ctx: &Ctx,
 ) -> Result<(), plugin::Unknown> {
-    ctx.stage(format!(
-        "resolving names: listing PersistentVolumes from {}",
-        client.server()
-    ));
-    client.list_pvs(|pv| n.add_pv(wanted, &pv))?;
+    // The node's own volumes by name (a list with `fieldSelector=metadata.name=…`: the `list`
+    // verb, one object each), so a run costs what the node mounts, not the cluster's PVs; the
+    // whole list only for keys no PV is named after (a CSI volume handle) or when the node mounts
+    // so many that one list is cheaper.
+    let mut by_handle = Vec::new();
+    if wanted.pvs.len() <= NAMED_PV_LOOKUPS_MAX {
+        for key in &wanted.pvs {
+            ctx.stage(format!("resolving names: reading PersistentVolume {key}"));
+            if client.list_pv_named(key, |pv| n.add_pv(wanted, &pv))? == 0 {
+                by_handle.push(key.as_str());
+            }
+        }
+    }
+    if wanted.pvs.len() > NAMED_PV_LOOKUPS_MAX || !by_handle.is_empty() {
+        if !by_handle.is_empty() {
+            ctx.debug(format!(
+                "names: no PersistentVolume named {}: listing them all to match volume handles",
+                by_handle.join(", ")
+            ));
+        }
+        ctx.stage(format!(
+            "resolving names: listing PersistentVolumes from {}",
+            client.server()
+        ));
+        client.list_pvs(|pv| n.add_pv(wanted, &pv))?;
+    }
     for ns in n.claim_namespaces() {
         ctx.stage(format!("resolving names: listing pods in namespace {ns}"));
         let filter = crate::PodFilter {
