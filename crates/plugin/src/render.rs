@@ -235,7 +235,8 @@ fn push_blocks(
 /// An answer longer than [`NRPE_V2_MAX`] bytes is laid out so that its first 1023 bytes, all
 /// that an NRPE v2 packet carries, are whole lines: the status line, the whole findings that fit,
 /// and a line saying how many follow and how to see them, padded with spaces to end exactly at
-/// byte 1023; the rest follows for clients that receive it all (NRPE v3/v4 packets, Icinga).
+/// byte 1023 (its newline the 1024th); the rest follows for clients that receive it all (NRPE
+/// v3/v4 packets, Icinga). The padding is not counted against `--max-output`.
 fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut head = first_line(o.name, report);
     head.push('\n');
@@ -249,7 +250,7 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut i = 0;
     while i + 1 < blocks.len() {
         let marker = v2_marker(&blocks[i + 1..], report.unit, o.binary);
-        if head.len() + block_len(&blocks[i]) + marker.len() + 1 > NRPE_V2_MAX {
+        if head.len() + block_len(&blocks[i]) + marker.len() > NRPE_V2_MAX {
             break;
         }
         for l in block_lines(&blocks[i]) {
@@ -259,9 +260,12 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
         i += 1;
     }
     let marker = v2_marker(&blocks[i..], report.unit, o.binary);
-    let pad = NRPE_V2_MAX.saturating_sub(head.len() + marker.len() + 1);
+    // The marker's newline is the 1024th byte: a v2 client shows the marker as the last line.
+    let pad = NRPE_V2_MAX.saturating_sub(head.len() + marker.len());
     let _ = writeln!(head, "{marker}{}", " ".repeat(pad));
-    push_blocks(&mut head, &blocks, i, o.max_output, report.unit);
+    // The padding is not the answer's content: it does not take the room of a finding under
+    // --max-output (which would make the findings shown depend on the length of the ones before).
+    push_blocks(&mut head, &blocks, i, o.max_output + pad, report.unit);
     head
 }
 
@@ -789,9 +793,9 @@ mod tests {
             assert!(out.contains(&format!("describe pod pod-{i}\n")), "{out}");
         }
         assert!(!out.contains("... and "), "{out}");
-        // The first 1023 bytes end a line.
+        // The first 1023 bytes end a line: the marker's newline is the 1024th byte.
         let v2 = &out[..NRPE_V2_MAX];
-        assert!(v2.ends_with('\n'), "{v2:?}");
+        assert_eq!(out.as_bytes()[NRPE_V2_MAX], b'\n', "{out:?}");
         let lines: Vec<&str> = v2.lines().collect();
         assert!(lines[0].starts_with("RO_PVC_MOUNTS CRITICAL - 40 of 40"));
         assert!(lines[0].ends_with("| stuck=40"));
@@ -819,13 +823,15 @@ mod tests {
         }
         // What follows the marker starts with the next finding.
         assert!(
-            out[NRPE_V2_MAX..].starts_with(&format!("[CRITICAL] ns/pod-{shown} stuck")),
+            out[NRPE_V2_MAX + 1..].starts_with(&format!("[CRITICAL] ns/pod-{shown} stuck")),
             "{out}"
         );
         // --max-output still caps the whole, with its own marker.
         let out = render(&r, Format::Nagios, &opts(2000, 0));
-        assert!(out.len() <= 2000, "{}", out.len());
-        assert!(out[..NRPE_V2_MAX].ends_with('\n'));
+        let marker = out.lines().find(|l| l.contains("NRPE v2")).unwrap();
+        let pad = marker.len() - marker.trim_end().len();
+        assert!(out.len() <= 2000 + pad, "{}", out.len());
+        assert_eq!(out.as_bytes()[NRPE_V2_MAX], b'\n');
         assert!(out.lines().last().unwrap().starts_with("... and "), "{out}");
         // A short answer is left alone: no marker, no padding.
         let out = render(&sample(), Format::Nagios, &opts(64 * 1024, 0));
