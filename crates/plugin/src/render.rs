@@ -151,8 +151,8 @@ fn blocks(report: &Report, verbosity: u8, debug: &[String]) -> Vec<Block> {
     out
 }
 
-/// "... and 70 more volumes, 2 notes": what the cut hides, counted in the unit it lists.
-fn more_marker(rest: &[Block], unit: Option<(&str, &str)>) -> String {
+/// "70 more volumes, 2 notes": what a cut hides, counted in the unit the report lists.
+fn more_count(rest: &[Block], unit: Option<(&str, &str)>) -> String {
     let (mut f, mut n, mut d) = (0, 0, 0);
     for b in rest {
         match b {
@@ -173,31 +173,100 @@ fn more_marker(rest: &[Block], unit: Option<(&str, &str)>) -> String {
             parts.push(format!("{k} {more}{}", if k == 1 { one } else { many }));
         }
     }
-    format!("... and {}", parts.join(", "))
+    parts.join(", ")
 }
 
-fn render_nagios(report: &Report, o: &RenderOptions) -> String {
-    let mut out = first_line(o.name, report);
-    out.push('\n');
-    let blocks = blocks(report, o.verbosity, o.debug);
-    for (i, b) in blocks.iter().enumerate() {
-        let lines: &[String] = match b {
-            Block::Finding(l) => l,
-            Block::Note(l) | Block::Debug(l) => std::slice::from_ref(l),
-        };
-        let len: usize = lines.iter().map(|l| l.len() + 1).sum();
+/// "... and 70 more volumes, 2 notes": what the `--max-output` cut hides.
+fn more_marker(rest: &[Block], unit: Option<(&str, &str)>) -> String {
+    format!("... and {}", more_count(rest, unit))
+}
+
+/// NRPE v2 packets (`check_nrpe -2`, and NRPE before 3.0) carry 1024 bytes, the last a NUL:
+/// the first 1023 bytes of an answer are all such a client receives.
+pub const NRPE_V2_MAX: usize = FIRST_LINE_MAX;
+
+/// The line that ends the first [`NRPE_V2_MAX`] bytes of a longer answer: what follows and how
+/// to see it. Free of `|` (perfdata) and of the characters Nagios strips from macros
+/// (`` `~$&|'"<> ``).
+fn v2_marker(rest: &[Block], unit: Option<(&str, &str)>, binary: &str) -> String {
+    format!(
+        "... {} follow: NRPE v2 (check_nrpe -2) stops at 1 KiB here; to see all, query without -2 or run {} on the node (add --format json for one line per finding)",
+        more_count(rest, unit),
+        sanitize(binary)
+    )
+}
+
+fn block_lines(b: &Block) -> &[String] {
+    match b {
+        Block::Finding(l) => l,
+        Block::Note(l) | Block::Debug(l) => std::slice::from_ref(l),
+    }
+}
+
+fn block_len(b: &Block) -> usize {
+    block_lines(b).iter().map(|l| l.len() + 1).sum()
+}
+
+/// Append whole blocks from `blocks[start..]` while the answer stays within `max`, then the
+/// `--max-output` marker for those that did not fit.
+fn push_blocks(
+    out: &mut String,
+    blocks: &[Block],
+    start: usize,
+    max: usize,
+    unit: Option<(&str, &str)>,
+) {
+    for i in start..blocks.len() {
         // Room for this block, plus the marker if blocks would still follow.
         let marker_room = if i + 1 < blocks.len() { 60 } else { 0 };
-        if out.len() + len + marker_room > o.max_output {
-            let _ = writeln!(out, "{}", more_marker(&blocks[i..], report.unit));
-            return out;
+        if out.len() + block_len(&blocks[i]) + marker_room > max {
+            let _ = writeln!(out, "{}", more_marker(&blocks[i..], unit));
+            return;
         }
-        for l in lines {
+        for l in block_lines(&blocks[i]) {
             out.push_str(l);
             out.push('\n');
         }
     }
-    out
+}
+
+/// The plugin text: the status line (with the perfdata), then the long output, worst first.
+///
+/// An answer longer than [`NRPE_V2_MAX`] bytes is laid out so that its first 1023 bytes, all
+/// that an NRPE v2 packet carries, are whole lines: the status line, the whole findings that fit,
+/// and a line saying how many follow and how to see them, padded with spaces to end exactly at
+/// byte 1023 (its newline the 1024th); the rest follows for clients that receive it all (NRPE
+/// v3/v4 packets, Icinga). The padding is not counted against `--max-output`.
+fn render_nagios(report: &Report, o: &RenderOptions) -> String {
+    let mut head = first_line(o.name, report);
+    head.push('\n');
+    let blocks = blocks(report, o.verbosity, o.debug);
+    let mut full = head.clone();
+    push_blocks(&mut full, &blocks, 0, o.max_output, report.unit);
+    // Its last newline aside, the answer fits a v2 packet: nothing to arrange.
+    if full.len() <= NRPE_V2_MAX + 1 || blocks.is_empty() {
+        return full;
+    }
+    let mut i = 0;
+    while i + 1 < blocks.len() {
+        let marker = v2_marker(&blocks[i + 1..], report.unit, o.binary);
+        if head.len() + block_len(&blocks[i]) + marker.len() > NRPE_V2_MAX {
+            break;
+        }
+        for l in block_lines(&blocks[i]) {
+            head.push_str(l);
+            head.push('\n');
+        }
+        i += 1;
+    }
+    let marker = v2_marker(&blocks[i..], report.unit, o.binary);
+    // The marker's newline is the 1024th byte: a v2 client shows the marker as the last line.
+    let pad = NRPE_V2_MAX.saturating_sub(head.len() + marker.len());
+    let _ = writeln!(head, "{marker}{}", " ".repeat(pad));
+    // The padding is not the answer's content: it does not take the room of a finding under
+    // --max-output (which would make the findings shown depend on the length of the ones before).
+    push_blocks(&mut head, &blocks, i, o.max_output + pad, report.unit);
+    head
 }
 
 fn render_json(report: &Report, o: &RenderOptions) -> String {
@@ -698,6 +767,76 @@ mod tests {
         }
         let out = render(&r, Format::Nagios, &opts(400, 0));
         assert!(out.ends_with("... and 1 more volume\n"), "{out}");
+    }
+
+    /// Issue 33: through NRPE v2 packets only the first 1023 bytes arrive. They are whole
+    /// lines: the status line with its perfdata, whole findings, and a line saying how many
+    /// follow and how to see them, ending exactly at byte 1023; every finding follows it.
+    #[test]
+    fn first_kib_is_whole_lines_and_says_how_to_see_the_rest() {
+        let mut r = Report::new(Status::Critical, "40 of 40 pods stuck")
+            .unit("pod", "pods")
+            .perf(Perfdata::new("stuck", 40.0));
+        for i in 0..40 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("ns/pod-{i} stuck 300s"))
+                    .detail(format!("next: kubectl -n ns describe pod pod-{i}")),
+            );
+        }
+        let out = render(&r, Format::Nagios, &opts(64 * 1024, 0));
+        // Everything is there for a client that receives it all.
+        for i in 0..40 {
+            assert!(
+                out.contains(&format!("[CRITICAL] ns/pod-{i} stuck")),
+                "{out}"
+            );
+            assert!(out.contains(&format!("describe pod pod-{i}\n")), "{out}");
+        }
+        assert!(!out.contains("... and "), "{out}");
+        // The first 1023 bytes end a line: the marker's newline is the 1024th byte.
+        let v2 = &out[..NRPE_V2_MAX];
+        assert_eq!(out.as_bytes()[NRPE_V2_MAX], b'\n', "{out:?}");
+        let lines: Vec<&str> = v2.lines().collect();
+        assert!(lines[0].starts_with("RO_PVC_MOUNTS CRITICAL - 40 of 40"));
+        assert!(lines[0].ends_with("| stuck=40"));
+        let last = lines.last().unwrap().trim_end();
+        let shown = lines
+            .iter()
+            .filter(|l| l.starts_with("[CRITICAL] "))
+            .count();
+        assert!(shown >= 5, "{v2}");
+        assert_eq!(
+            last,
+            format!(
+                "... {} more pods follow: NRPE v2 (check_nrpe -2) stops at 1 KiB here; to see all, query without -2 or run check_ro_pvc_mounts on the node (add --format json for one line per finding)",
+                40 - shown
+            )
+        );
+        // Whole findings: each shown finding has its detail line, right before the marker too.
+        assert!(lines[lines.len() - 2].starts_with("    next: "), "{v2}");
+        for l in &lines[1..lines.len() - 1] {
+            assert!(l.starts_with("[CRITICAL] ns/pod-") || l.starts_with("    next: kubectl"));
+        }
+        assert!(!last.contains('|'));
+        for c in "`~$&'\"<>".chars() {
+            assert!(!last.contains(c), "{c} in {last}");
+        }
+        // What follows the marker starts with the next finding.
+        assert!(
+            out[NRPE_V2_MAX + 1..].starts_with(&format!("[CRITICAL] ns/pod-{shown} stuck")),
+            "{out}"
+        );
+        // --max-output still caps the whole, with its own marker.
+        let out = render(&r, Format::Nagios, &opts(2000, 0));
+        let marker = out.lines().find(|l| l.contains("NRPE v2")).unwrap();
+        let pad = marker.len() - marker.trim_end().len();
+        assert!(out.len() <= 2000 + pad, "{}", out.len());
+        assert_eq!(out.as_bytes()[NRPE_V2_MAX], b'\n');
+        assert!(out.lines().last().unwrap().starts_with("... and "), "{out}");
+        // A short answer is left alone: no marker, no padding.
+        let out = render(&sample(), Format::Nagios, &opts(64 * 1024, 0));
+        assert!(out.len() < NRPE_V2_MAX);
+        assert!(!out.contains("NRPE v2"));
     }
 
     #[test]
