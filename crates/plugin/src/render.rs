@@ -236,7 +236,9 @@ fn push_blocks(
 /// that an NRPE v2 packet carries, are whole lines: the status line, the whole findings that fit,
 /// and a line saying how many follow and how to see them, padded with spaces to end exactly at
 /// byte 1023 (its newline the 1024th); the rest follows for clients that receive it all (NRPE
-/// v3/v4 packets, Icinga). The padding is not counted against `--max-output`.
+/// v3/v4 packets, Icinga). The padding is not counted against `--max-output`. When not even the
+/// first finding fits whole before that line, the answer is left as it is (the v2 client then
+/// gets the first finding's first 1023 bytes' worth, the last line possibly cut).
 fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut head = first_line(o.name, report);
     head.push('\n');
@@ -258,6 +260,12 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
             head.push('\n');
         }
         i += 1;
+    }
+    // Not even the first finding fits whole beside the marker (one long finding, or a single
+    // one): the answer as it is, so that a v2 client still gets the status line and the first
+    // finding's first lines — a marker in their place would hide the one finding that matters.
+    if i == 0 {
+        return full;
     }
     let marker = v2_marker(&blocks[i..], report.unit, o.binary);
     // The marker's newline is the 1024th byte: a v2 client shows the marker as the last line.
@@ -767,6 +775,28 @@ mod tests {
         }
         let out = render(&r, Format::Nagios, &opts(400, 0));
         assert!(out.ends_with("... and 1 more volume\n"), "{out}");
+    }
+
+    /// A first finding too long to fit whole before the v2 marker is not hidden behind it: the
+    /// answer stays as it is, the finding right after the status line (ro_pvc_mounts' one ext4
+    /// finding with its evidence and hint is such a block).
+    #[test]
+    fn a_first_finding_longer_than_the_first_kib_comes_first() {
+        let mut f = Finding::new(Status::Critical, "pvc-a is read-only: x");
+        for i in 0..30 {
+            f = f.detail(format!("evidence line {i} of a long finding block"));
+        }
+        let r = Report::new(Status::Critical, "1 of 2 read-only")
+            .finding(f)
+            .finding(Finding::new(Status::Warning, "pvc-b has errors"));
+        let out = render(&r, Format::Nagios, &opts(64 * 1024, 0));
+        assert!(out.len() > NRPE_V2_MAX, "{out}");
+        assert_eq!(
+            out.lines().nth(1),
+            Some("[CRITICAL] pvc-a is read-only: x"),
+            "{out}"
+        );
+        assert!(!out.contains("follow: NRPE v2"), "{out}");
     }
 
     /// Issue 33: through NRPE v2 packets only the first 1023 bytes arrive. They are whole
