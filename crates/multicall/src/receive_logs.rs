@@ -225,7 +225,7 @@ impl Files {
         if let Some(why) = unsafe_dir_reason(st.st_uid, st.st_mode, euid()) {
             return Err(format!("{} refused: {why}", dir.display()));
         }
-        Ok(Files {
+        let mut files = Files {
             dir: dir_fd,
             shown: dir.clone(),
             max_file_size,
@@ -234,7 +234,16 @@ impl Files {
             refused: BTreeMap::new(),
             written: BTreeMap::new(),
             kernel_seq: 1,
-        })
+        };
+        // Records of an earlier run carry the monotonic times of that run's boot: they go to
+        // kernel.log.1, and the numbering goes on after them.
+        for n in ["kernel.log.1", "kernel.log"] {
+            if let Some(s) = files.last_kernel_seq(n) {
+                files.kernel_seq = files.kernel_seq.max(s + 1);
+            }
+        }
+        files.rotate("kernel.log")?;
+        Ok(files)
     }
 
     /// Create or open `name` for appending, without following a link; refuse anything that is
@@ -352,16 +361,6 @@ impl Files {
         if !self.open.contains_key(service) {
             if self.open.len() >= self.max_services {
                 return Err("services_over_cap".into());
-            }
-            if service == "kernel" {
-                // Records of an earlier run carry the monotonic times of that run's boot: they
-                // go to kernel.log.1, and the numbering goes on after them.
-                for n in [format!("{name}.1"), name.clone()] {
-                    if let Some(s) = self.last_kernel_seq(&n) {
-                        self.kernel_seq = self.kernel_seq.max(s + 1);
-                    }
-                }
-                self.rotate(&name)?;
             }
             match self.open_file(&name, false) {
                 Ok(o) => {
