@@ -11,13 +11,13 @@
 mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod kubelet_nested_ops;
-mod talos;
 mod ro_pvc_mounts;
 mod ro_pvc_mounts_names;
 mod stale_csi_mounts;
 mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
+mod talos;
 mod watch_cache;
 
 // The API checks against a real kube-apiserver (tests/control-plane).

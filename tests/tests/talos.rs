@@ -46,7 +46,14 @@ fn worker04(now: i64) -> Vec<(i64, String)> {
     while t <= end {
         v.push((
             t / 1000,
-            nested_op_msg(t / 1000, LONGHORN, PV, "", b, &mount_refs_err(LONGHORN, PV, "worker-04")),
+            nested_op_msg(
+                t / 1000,
+                LONGHORN,
+                PV,
+                "",
+                b,
+                &mount_refs_err(LONGHORN, PV, "worker-04"),
+            ),
         ));
         t += b as i64 + 50;
         b = (b * 2).min(122_000);
@@ -116,7 +123,10 @@ fn talos_kernel_event(t: i64, seq: u64, prio: &str, msg: &str) -> String {
 
 /// `talosctl dmesg`'s line of one record (machined's `"%s: %7s: [%s]: %s"`, talosctl's node).
 fn talosctl_dmesg(node: &str, t: i64, prio: &str, msg: &str) -> String {
-    format!("{node}: kern: {prio:>7}: [{}]: {msg}", rfc3339_nano(t, 123_456_789))
+    format!(
+        "{node}: kern: {prio:>7}: [{}]: {msg}",
+        rfc3339_nano(t, 123_456_789)
+    )
 }
 
 /// The kernel's storage errors of a disk going bad under the Longhorn volume, and a healthy boot.
@@ -131,13 +141,20 @@ fn kernel_fault() -> Vec<(&'static str, &'static str)> {
 fn kernel_healthy() -> Vec<(&'static str, &'static str)> {
     vec![
         ("info", "sd 2:0:0:1: [sdc] Attached SCSI disk"),
-        ("info", "EXT4-fs (sdc): mounted filesystem 3f1c2a9e with ordered data mode. Quota mode: none."),
+        (
+            "info",
+            "EXT4-fs (sdc): mounted filesystem 3f1c2a9e with ordered data mode. Quota mode: none.",
+        ),
     ]
 }
 
 /// The invariants of every row, then its status and phrase.
 fn assert_row(row: &str, out: &Output, name: &str, code: i32, phrase: &str) {
-    assert!((0..=3).contains(&out.code), "{row}: exit {}: {out:?}", out.code);
+    assert!(
+        (0..=3).contains(&out.code),
+        "{row}: exit {}: {out:?}",
+        out.code
+    );
     out.assert_protocol(name);
     assert_eq!(out.code, code, "{row}: {out:?}");
     assert!(
@@ -158,7 +175,8 @@ fn nested() -> Cmd {
 
 const NESTED: &str = "KUBELET_NESTED_OPS";
 const KERNEL: &str = "STORAGE_KERNEL_ERRORS";
-const MOUNT_REFS: &str = "pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b UnmountDevice (GetDeviceMountRefs)";
+const MOUNT_REFS: &str =
+    "pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b UnmountDevice (GetDeviceMountRefs)";
 
 /// Path 1: `/var/log/kubelet.log` of Talos ≥ v1.13 (log persistence: `LogPersistenceController`
 /// writes each line the kubelet prints, JSON logging by default, and renames the file to
@@ -173,7 +191,11 @@ fn var_log_files_of_talos_1_13() {
     let write = |lines: &[(i64, String)]| {
         let body: String = lines.iter().map(|(t, m)| json_line(*t, m) + "\n").collect();
         // machined's own log beside it, timestamp-prefixed (never read by the check).
-        std::fs::write(var_log.join("machined.log"), "2026/12/05 05:00:00.000000 [talos] task startAllServices (1/1): done\n").unwrap();
+        std::fs::write(
+            var_log.join("machined.log"),
+            "2026/12/05 05:00:00.000000 [talos] task startAllServices (1/1): done\n",
+        )
+        .unwrap();
         std::fs::write(var_log.join("kubelet.log"), body).unwrap();
     };
     let log = var_log.join("kubelet.log");
@@ -190,12 +212,22 @@ fn var_log_files_of_talos_1_13() {
     let lines = worker04(now);
     let (first, rest) = lines.split_at(lines.len() / 2);
     write(first);
-    let out = nested().arg("--log-file").arg(&log).arg("--state-dir").arg(&state).run();
+    let out = nested()
+        .arg("--log-file")
+        .arg(&log)
+        .arg("--state-dir")
+        .arg(&state)
+        .run();
     assert!(out.code == 1 || out.code == 2, "{out:?}");
     std::fs::rename(&log, var_log.join("kubelet.log.1")).unwrap();
     let body: String = rest.iter().map(|(t, m)| json_line(*t, m) + "\n").collect();
     std::fs::write(&log, body).unwrap();
-    let out = nested().arg("--log-file").arg(&log).arg("--state-dir").arg(&state).run();
+    let out = nested()
+        .arg("--log-file")
+        .arg(&log)
+        .arg("--state-dir")
+        .arg(&state)
+        .run();
     assert_row("rotated", &out, NESTED, 2, "at max backoff");
     assert!(out.stdout.contains("failing for"), "{out:?}");
 }
@@ -285,10 +317,7 @@ impl Drop for Receiver {
 }
 
 fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
-    path.iter()
-        .fold(v, |v, k| &v[*k])
-        .as_u64()
-        .unwrap_or(0)
+    path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or(0)
 }
 
 /// Send events the way Talos's json_lines sender does: TCP, one connection, each event ending
@@ -314,8 +343,24 @@ fn log_destinations_into_the_receiver() {
     let now = now_secs();
     for proto in ["tcp", "udp"] {
         for (row, kubelet, kernel, code, phrase, kcode, kphrase) in [
-            ("worker-04 loop", worker04(now), kernel_fault(), 2, MOUNT_REFS, 2, "sdc"),
-            ("healthy", healthy(now), kernel_healthy(), 0, "no failed volume operations", 0, "OK"),
+            (
+                "worker-04 loop",
+                worker04(now),
+                kernel_fault(),
+                2,
+                MOUNT_REFS,
+                2,
+                "sdc",
+            ),
+            (
+                "healthy",
+                healthy(now),
+                kernel_healthy(),
+                0,
+                "no failed volume operations",
+                0,
+                "OK",
+            ),
         ] {
             let row = format!("{proto} {row}");
             let tmp = tempfile::tempdir().unwrap();
@@ -338,7 +383,10 @@ fn log_destinations_into_the_receiver() {
                 n(s, &["written", "kubelet"]) == nk && n(s, &["written", "kernel"]) == nn
             });
             assert_eq!(n(&s, &["dropped", "garbage"]), 0, "{s}");
-            let out = nested().arg("--log-file").arg(dir.join("kubelet.log")).run();
+            let out = nested()
+                .arg("--log-file")
+                .arg(dir.join("kubelet.log"))
+                .run();
             assert_row(&row, &out, NESTED, code, phrase);
             let out = Cmd::check("check_storage_kernel_errors")
                 .arg("--kmsg")
@@ -367,7 +415,10 @@ fn talosctl_output_on_stdin() {
     ] {
         for nodes in [&["172.20.0.5"][..], &["172.20.0.5", "172.20.0.6"][..]] {
             let row = format!("talosctl -n {} logs kubelet: {row}", nodes.join(","));
-            let out = nested().args(["--log-file", "-"]).stdin(one(&lines, nodes)).run();
+            let out = nested()
+                .args(["--log-file", "-"])
+                .stdin(one(&lines, nodes))
+                .run();
             assert_row(&row, &out, NESTED, code, phrase);
         }
     }
@@ -427,7 +478,15 @@ fn receiver_hostile_input() {
     std::os::unix::fs::symlink(&target, dir.join("containerd.log")).unwrap();
     let r = Receiver::start(
         &dir,
-        &["--max-connections", "16", "--max-services", "3", "--max-line", "8192", "-v"],
+        &[
+            "--max-connections",
+            "16",
+            "--max-services",
+            "3",
+            "--max-line",
+            "8192",
+            "-v",
+        ],
     );
     let now = now_secs();
     let good = talos_event(now, "fine");
@@ -456,7 +515,8 @@ fn receiver_hostile_input() {
             })
             .collect();
         s.write_all(&noise).unwrap();
-        s.write_all(b"\n[1,2,3]\n{\"msg\":\"no service\"}\n").unwrap();
+        s.write_all(b"\n[1,2,3]\n{\"msg\":\"no service\"}\n")
+            .unwrap();
         s.write_all(format!("{good}\n").as_bytes()).unwrap();
     }
     let st = r.wait("noise dropped, the good event written", |s| {
@@ -468,7 +528,15 @@ fn receiver_hostile_input() {
     let ev = |svc: &str| go_json(&serde_json::json!({"msg": "x", "talos-service": svc}));
     send_tcp(
         r.addr,
-        &[ev("../../etc/cron.d/x"), ev(".hidden"), ev("a/b"), ev("etcd"), ev("cri"), ev("apid"), ev("trustd")],
+        &[
+            ev("../../etc/cron.d/x"),
+            ev(".hidden"),
+            ev("a/b"),
+            ev("etcd"),
+            ev("cri"),
+            ev("apid"),
+            ev("trustd"),
+        ],
     );
     let st = r.wait("names refused, services capped", |s| {
         n(s, &["dropped", "bad_service_name"]) == 3 && n(s, &["dropped", "services_over_cap"]) == 2
@@ -482,9 +550,21 @@ fn receiver_hostile_input() {
     std::os::unix::fs::symlink(&target, r2dir.join("kubelet.log")).unwrap();
     let r2 = Receiver::start(&r2dir, &[]);
     send_tcp(r2.addr, std::slice::from_ref(&good));
-    let st = r2.wait("the link refused", |s| n(s, &["dropped", "write_error"]) == 1);
-    assert!(st["refused"]["kubelet"].as_str().unwrap().contains("symbolic link"), "{st}");
-    assert_eq!(std::fs::read(&target).unwrap(), b"", "written through a link");
+    let st = r2.wait("the link refused", |s| {
+        n(s, &["dropped", "write_error"]) == 1
+    });
+    assert!(
+        st["refused"]["kubelet"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link"),
+        "{st}"
+    );
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        b"",
+        "written through a link"
+    );
     drop(r2);
     // 5. An oversized datagram.
     let u = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -495,12 +575,18 @@ fn receiver_hostile_input() {
     });
     // 6. 200 idle connections against a cap of 16: the idle longest are closed, Talos's sender
     //    still gets in, threads stay bounded.
-    let conns: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(r.addr).unwrap()).collect();
-    r.wait("200 connections accepted", |s| n(s, &["connections", "accepted"]) >= 203);
+    let conns: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(r.addr).unwrap())
+        .collect();
+    r.wait("200 connections accepted", |s| {
+        n(s, &["connections", "accepted"]) >= 203
+    });
     let st = r.wait("the cap held", |s| n(s, &["connections", "open"]) <= 16);
     assert!(n(&st, &["connections", "evicted"]) >= 184, "{st}");
     send_tcp(r.addr, std::slice::from_ref(&good));
-    r.wait("the sender got through", |s| n(s, &["written", "kubelet"]) == 4);
+    r.wait("the sender got through", |s| {
+        n(s, &["written", "kubelet"]) == 4
+    });
     let (hwm, _) = r.mem_threads();
     assert!(hwm < 64 << 20, "peak RSS {hwm} bytes");
     // The closed connections' threads end (main, UDP, counters, at most 16 connections).
@@ -518,7 +604,13 @@ fn receiver_hostile_input() {
     names.sort();
     assert_eq!(
         names,
-        ["containerd.log", "cri.log", "etcd.log", "kubelet.log", "receive-logs.json"],
+        [
+            "containerd.log",
+            "cri.log",
+            "etcd.log",
+            "kubelet.log",
+            "receive-logs.json"
+        ],
     );
     let mut outside: Vec<String> = std::fs::read_dir(tmp.path())
         .unwrap()
@@ -527,7 +619,10 @@ fn receiver_hostile_input() {
     outside.sort();
     assert_eq!(outside, ["logs", "logs2", "target"]);
     // Every kept line is one JSON event.
-    for l in std::fs::read_to_string(dir.join("kubelet.log")).unwrap().lines() {
+    for l in std::fs::read_to_string(dir.join("kubelet.log"))
+        .unwrap()
+        .lines()
+    {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
         assert_eq!(v["msg"], "fine");
     }
@@ -542,7 +637,10 @@ fn receiver_rotates_and_the_checks_follow() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("logs");
     let state = tmp.path().join("state");
-    let events: Vec<String> = worker04(now).iter().map(|(t, m)| talos_event(*t, m)).collect();
+    let events: Vec<String> = worker04(now)
+        .iter()
+        .map(|(t, m)| talos_event(*t, m))
+        .collect();
     // Room for the first half, not for all: one rotation on the way.
     let total: usize = events.iter().map(|e| e.len() + 1).sum();
     let max = (total * 2 / 3).max(4096);
@@ -550,7 +648,9 @@ fn receiver_rotates_and_the_checks_follow() {
     let r = Receiver::start(&dir, &["--max-file-size", &max_s]);
     let (a, b) = events.split_at(events.len() / 2);
     send_tcp(r.addr, a);
-    r.wait("the first half", |s| n(s, &["written", "kubelet"]) == a.len() as u64);
+    r.wait("the first half", |s| {
+        n(s, &["written", "kubelet"]) == a.len() as u64
+    });
     let out = nested()
         .arg("--log-file")
         .arg(dir.join("kubelet.log"))
@@ -559,7 +659,9 @@ fn receiver_rotates_and_the_checks_follow() {
         .run();
     assert!(out.code == 1 || out.code == 2, "{out:?}");
     send_tcp(r.addr, b);
-    r.wait("all", |s| n(s, &["written", "kubelet"]) == events.len() as u64);
+    r.wait("all", |s| {
+        n(s, &["written", "kubelet"]) == events.len() as u64
+    });
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     assert!(size(&dir.join("kubelet.log.1")) > 0, "never rotated");
     assert!(size(&dir.join("kubelet.log")) <= max as u64);

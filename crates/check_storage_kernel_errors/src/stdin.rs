@@ -44,7 +44,7 @@ pub fn decode_talosctl(line: &str, seq: u64) -> Option<Decoded> {
             .find("]: ")
             .or_else(|| after.strip_suffix(']').map(str::len))
         {
-            if let Some((t_ms, n)) = node::logs::time::parse_rfc3339(after[..close].as_bytes()) {
+            if let Some((t_ms, n)) = node::logs::time::parse_rfc3339(&after.as_bytes()[..close]) {
                 if n == close {
                     let head = &line[..i];
                     let (rest, level) = head.rsplit_once(": ")?;

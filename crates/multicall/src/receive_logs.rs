@@ -35,7 +35,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -199,7 +199,7 @@ fn euid() -> u32 {
 impl Files {
     /// Open `dir` (created when missing; owner and mode checked as the checks' state
     /// directories are, reached without following another user's links).
-    fn open_dir(dir: &PathBuf, max_file_size: u64, max_services: usize) -> Result<Files, String> {
+    fn open_dir(dir: &Path, max_file_size: u64, max_services: usize) -> Result<Files, String> {
         StateDir::open(dir, true).map_err(|e| match e {
             node::logs::state::DirError::Open(s) | node::logs::state::DirError::Refused(s) => s,
         })?;
@@ -227,7 +227,7 @@ impl Files {
         }
         let mut files = Files {
             dir: dir_fd,
-            shown: dir.clone(),
+            shown: dir.to_path_buf(),
             max_file_size,
             max_services,
             open: HashMap::new(),
