@@ -351,7 +351,27 @@ impl Gatherer<'_> {
                 acc.push(f);
             }
         });
-        notes.extend(format_verdict(&name, &r.stats, self.parsed.get())?);
+        let verdict = match format_verdict(&name, &r.stats, self.parsed.get()) {
+            // The first lines are no kubelet record (a pasted preamble longer than the sample):
+            // the file is looked through for one before it is called "not a kubelet log".
+            Err(e) if r.stats.sampled >= scan::SAMPLE_LINES && self.has_record(path) => {
+                self.ctx.debug(format!(
+                    "{name}: its first {} lines are no kubelet record, later ones are",
+                    r.stats.sampled
+                ));
+                format_verdict(
+                    &name,
+                    &scan::ScanStats {
+                        sampled: 0,
+                        ..r.stats
+                    },
+                    0,
+                )
+                .map_err(|_| e)?
+            }
+            v => v?,
+        };
+        notes.extend(verdict);
         notes.extend(r.notes);
         self.ctx.debug(format!(
             "{name}: read {} bytes, now at offset {}, {} candidates",
@@ -369,6 +389,23 @@ impl Gatherer<'_> {
         let mut read = self.finish(name, st, acc, pos, &r.stats, notes);
         read.info.empty = empty;
         Ok(read)
+    }
+
+    /// Does the file hold a kubelet record anywhere (a line of one of the shapes
+    /// [`parse::is_log_line`] knows, found by their markers at grep speed, until the deadline)?
+    fn has_record(&self, path: &Path) -> bool {
+        let o = scan::Scan {
+            needles: parse::RECORD_NEEDLES,
+            deadline: Some(self.deadline),
+            consume_partial_tail: true,
+            recognize: None,
+        };
+        let mut found = false;
+        let _ = files::read(path, None, &o, |l| {
+            found = found || parse::is_log_line(&l[..l.len().min(4096)]);
+            false
+        });
+        found
     }
 
     /// A candidate line of a file or stdin: lines wrapped by a container runtime (Docker

@@ -18,6 +18,11 @@ use node::logs::time::{self, Tz};
 /// What makes a line a candidate (searched with memmem before anything else).
 pub const NEEDLES: &[&[u8]] = &[b"No retries permitted until"];
 
+/// What nearly every kubelet record holds, in every shape read: klog's `file.go:123]`, a JSON
+/// `msg` or journal `MESSAGE`, a syslog tag. Searched (at grep speed) to find a record past a
+/// long preamble before a source is called "not a kubelet log".
+pub const RECORD_NEEDLES: &[&[u8]] = &[b".go:", b"\"msg\"", b"\"MESSAGE\"", b"kubelet["];
+
 /// One failed volume operation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Failure {

@@ -783,3 +783,40 @@ fn every_shape_an_operator_has_gives_the_verdict() {
     assert_eq!(d.sources[0].unread_candidates, 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file whose first 16 lines (the shape sample) are a pasted preamble: a kubelet record later
+/// in it still makes it a kubelet log (OK when healthy); a file with none is UNKNOWN.
+#[test]
+fn a_long_preamble_does_not_reject_a_healthy_file() {
+    use clap::Parser;
+    let dir = std::env::temp_dir().join(format!("nested-preamble-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = time::now_ms();
+    let preamble: String = (0..40)
+        .map(|i| format!("note {i}: what we saw on worker-04\n"))
+        .collect();
+    let run = |name: &str, body: String| {
+        let log = dir.join(name);
+        std::fs::write(&log, body).unwrap();
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--tz",
+            "UTC",
+            "--log-file",
+            log.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        gather(&opts, &ctx, now, Instant::now() + Duration::from_secs(5))
+            .map(|d| evaluate(&d, &opts.policy()).status)
+    };
+    let healthy = format!(
+        "{preamble}{}\"SyncLoop (PLEG): event for pod\" pod=\"default/web-0\"\n",
+        klog_header(now - 60_000).replacen('E', "I", 1)
+    );
+    assert_eq!(run("healthy", healthy), Ok(Status::Ok));
+    let e = run("junk", preamble.clone()).unwrap_err();
+    assert!(e.0.contains("is not a kubelet log"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
