@@ -53,3 +53,6 @@ mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod spec;
+
+// Issue 26: the docs hold to the programs (commands, options, links, runbooks).
+mod docs;
