@@ -227,14 +227,14 @@ fn command_problems(
             Some(c) if c.starts_with("check_") => (c.to_string(), w[2..].to_vec()),
             _ => (name.to_string(), w[1..].to_vec()),
         }
-    } else if name == "k8s-storage-checks-textfile" {
-        (name.to_string(), w[1..].to_vec())
-    } else if name.starts_with("check_") && !name.contains('*') {
+    } else if name == "k8s-storage-checks-textfile"
+        || (name.starts_with("check_") && !name.contains('*'))
+    {
         (name.to_string(), w[1..].to_vec())
     } else {
         return problems;
     };
-    if program.starts_with("check_") && !checks.iter().any(|k| *k == program) {
+    if program.starts_with("check_") && !checks.contains(&program) {
         problems.push(format!("{program}: no check of that name"));
         return problems;
     }
@@ -250,10 +250,12 @@ fn command_problems(
             continue; // a negative number, e.g. a range
         }
         // Repeated short flags: -vv, -vvv.
-        if !a.starts_with("--") && a.len() > 2 && a[1..].chars().all(|c| c == 'v') {
-            if opts.contains("-v") {
-                continue;
-            }
+        if !a.starts_with("--")
+            && a.len() > 2
+            && a[1..].chars().all(|c| c == 'v')
+            && opts.contains("-v")
+        {
+            continue;
         }
         if !opts.contains(a) {
             problems.push(format!("{program} has no option {a}"));
