@@ -54,3 +54,9 @@ mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod spec;
+
+// Issue 26: the docs hold to the programs (commands, options, links, runbooks).
+mod docs;
+
+// Issue 26: the man pages made by clap_mangen, read with man -l.
+mod man_pages;

@@ -285,6 +285,9 @@ pub fn main() -> ! {
             print(&list());
             0
         }
+        Dispatch::Unknown(name) if name == man::FLAG => {
+            man::main(&std::env::args_os().collect::<Vec<_>>())
+        }
         Dispatch::Unknown(name) => {
             print(&unknown(&name));
             3
@@ -298,6 +301,8 @@ pub fn main() -> ! {
     };
     std::process::exit(code)
 }
+
+mod man;
 
 #[cfg(test)]
 mod tests;
