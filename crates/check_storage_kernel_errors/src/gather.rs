@@ -30,9 +30,11 @@ pub struct KmsgState {
 pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Holding {
     use node::blockdev;
     let disks = match dev {
-        Device::Block(b) => vec![b.clone()],
+        // A /dev/mapper name, an NVMe controller or multipath path device → the disks mounted.
+        Device::Block(b) => node::blockname::expand(sys, b),
         Device::Scsi(a) => blockdev::scsi_disks(sys, a),
         Device::IscsiSession(n) => blockdev::session_disks(sys, *n),
+        Device::Nfs(server) => return resolve_nfs(server, usage, host),
     };
     let mut family: Vec<(String, String)> = Vec::new();
     for d in &disks {
@@ -57,26 +59,56 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
         if !(by_dev || by_name) {
             continue;
         }
-        // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
-        let pv = if m.kubelet {
-            m.volume.map(str::to_string).or_else(|| {
-                node::kubelet::read_vol_data(host, m.mount_point_path())
-                    .ok()
-                    .flatten()
-                    .and_then(|v| v.spec_vol_id.or(v.volume_handle))
-            })
-        } else {
-            None
-        };
-        let mp = m.mount_point_path();
-        if !hold.mounts.iter().any(|(p, _)| p == mp) {
-            hold.mounts.push((mp.to_path_buf(), pv));
+        add_mount(&mut hold, &m, host);
+    }
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// The host part of an NFS mount's source (`10.0.0.5:/export`, `nas:/x`, `[fd00::5]:/x`).
+fn nfs_host(source: &str) -> Option<&str> {
+    if let Some(v6) = source.strip_prefix('[') {
+        return v6.split_once("]:").map(|(h, _)| h);
+    }
+    source.split_once(":/").map(|(h, _)| h)
+}
+
+/// The NFS mounts of `server` (as the kernel's RPC client names it: the host the mount named).
+fn resolve_nfs(server: &str, usage: &DeviceUsage, host: &Host) -> Holding {
+    let want = server.trim_start_matches('[').trim_end_matches(']');
+    let mut hold = Holding::default();
+    for m in usage.uses() {
+        if m.fstype.starts_with("nfs") && nfs_host(m.source) == Some(want) {
+            add_mount(&mut hold, &m, host);
         }
     }
-    // Volumes first, then the shortest paths.
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// Record a mount (and the PV it is, for a kubelet volume) once.
+fn add_mount(hold: &mut Holding, m: &node::usage::MountUse<'_>, host: &Host) {
+    // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
+    let pv = if m.kubelet {
+        m.volume.map(str::to_string).or_else(|| {
+            node::kubelet::read_vol_data(host, m.mount_point_path())
+                .ok()
+                .flatten()
+                .and_then(|v| v.spec_vol_id.or(v.volume_handle))
+        })
+    } else {
+        None
+    };
+    let mp = m.mount_point_path();
+    if !hold.mounts.iter().any(|(p, _)| p == mp) {
+        hold.mounts.push((mp.to_path_buf(), pv));
+    }
+}
+
+/// Volumes first, then the shortest paths.
+fn sort_mounts(hold: &mut Holding) {
     hold.mounts
         .sort_by_key(|(p, pv)| (pv.is_none(), p.as_os_str().len()));
-    hold
 }
 
 pub(crate) const CHECK_ID: &str = "storage_kernel_errors";
