@@ -270,6 +270,9 @@ struct Rule {
     kind: Kind,
     /// What the record's text must hold for the regex to have a chance (the prefilter).
     need: Need,
+    /// And, when not empty, one of these (a literal of the message itself, so that the regex
+    /// runs only on a record that is very likely its match).
+    also: &'static [&'static str],
 }
 
 #[derive(Clone, Copy)]
@@ -320,11 +323,12 @@ const BLK_IO_STATUSES: &str = "I/O|critical (?:medium|target|nexus|space allocat
 fn rules() -> &'static [Rule] {
     static R: OnceLock<Vec<Rule>> = OnceLock::new();
     R.get_or_init(|| {
-        let r = |cat, kind, need, re: &str| Rule {
+        let r = |cat, kind, need, also, re: &str| Rule {
             cat,
             re: Regex::new(re).expect("builtin regex"),
             kind,
             need,
+            also,
         };
         use Category::*;
         use Need::{Contains, Prefix};
@@ -335,73 +339,73 @@ fn rules() -> &'static [Rule] {
         vec![
             // Corruption and lost writes first: their texts also hold words of the general rules
             // (`Shutting down filesystem`, `I/O error`, `JBD2: … on`).
-            r(XfsCorruption, Kind::Block, Prefix("XFS ("), r"^XFS \(([^)\s]+)\): (?:Corruption detected\. Unmount and run xfs_repair|Metadata (?:corruption|CRC error) detected at|Corruption warning: Metadata has LSN|Corruption of in-memory data)"),
-            r(XfsInternalError, Kind::Block, Prefix("XFS ("), r"^XFS \(([^)\s]+)\): Internal error .* at line \d+ of file fs/xfs/"),
-            r(XfsInternalError, Kind::Block, Prefix("Filesystem \""), r#"^Filesystem "([^"\s]+)": XFS internal error .* at line \d+ of file fs/xfs/"#),
-            r(XfsLogRecoveryFailed, Kind::Block, Prefix("XFS ("), r"^XFS \(([^)\s]+)\): log mount/recovery failed: error -?\d+"),
-            r(XfsLogRecoveryFailed, Kind::NoDevice, Prefix("XFS: "), r"^XFS: log mount/recovery failed: error -?\d+"),
-            r(Ext4DataLoss, Kind::Block, Prefix("EXT4-fs ("), r"^EXT4-fs \(([^)\s]+)\): failed to convert unwritten extents to written extents -- potential data loss!"),
-            r(Ext4WritebackRefused, Kind::Block, Prefix("EXT4-fs ("), r"^EXT4-fs \(([^)\s]+)\): ext4_(?:do_|da_)?writepages: jbd2_start: -?\d+ pages, ino \d+; err -\d+"),
-            r(Jbd2DataFlushError, Kind::Jbd2, Prefix("JBD"), r"^JBD2?: Detected IO errors (?:-?\d+ )?while flushing file data on (\S+)"),
-            r(LoopWriteError, Kind::NoDevice, Prefix("loop: "), r"^loop: Write error at byte offset \d+, length \d+"),
-            r(JournalAbort, Kind::Jbd2, Prefix("Aborting journal on device "), r"^Aborting journal on device (\S+)"),
-            r(RemountRo, Kind::Block, Prefix("EXT"), r"^EXT[234]-fs \(([^)\s]+)\): (?:Remounting filesystem read-only|error: remounting filesystem read-only)"),
-            r(RemountRo, Kind::Block, Prefix("EXT"), r"^EXT[234]-fs error \(device ([^)\s]+)\).*[Rr]emounting filesystem read-only"),
+            r(XfsCorruption, Kind::Block, Prefix("XFS ("), &["Corruption", "Metadata "], r"^XFS \(([^)\s]+)\): (?:Corruption detected\. Unmount and run xfs_repair|Metadata (?:corruption|CRC error) detected at|Corruption warning: Metadata has LSN|Corruption of in-memory data)"),
+            r(XfsInternalError, Kind::Block, Prefix("XFS ("), &["Internal error "], r"^XFS \(([^)\s]+)\): Internal error .* at line \d+ of file fs/xfs/"),
+            r(XfsInternalError, Kind::Block, Prefix("Filesystem \""), &["XFS internal error "], r#"^Filesystem "([^"\s]+)": XFS internal error .* at line \d+ of file fs/xfs/"#),
+            r(XfsLogRecoveryFailed, Kind::Block, Prefix("XFS ("), &["log mount/recovery failed"], r"^XFS \(([^)\s]+)\): log mount/recovery failed: error -?\d+"),
+            r(XfsLogRecoveryFailed, Kind::NoDevice, Prefix("XFS: "), &["log mount/recovery failed"], r"^XFS: log mount/recovery failed: error -?\d+"),
+            r(Ext4DataLoss, Kind::Block, Prefix("EXT4-fs ("), &["potential data loss"], r"^EXT4-fs \(([^)\s]+)\): failed to convert unwritten extents to written extents -- potential data loss!"),
+            r(Ext4WritebackRefused, Kind::Block, Prefix("EXT4-fs ("), &["jbd2_start: "], r"^EXT4-fs \(([^)\s]+)\): ext4_(?:do_|da_)?writepages: jbd2_start: -?\d+ pages, ino \d+; err -\d+"),
+            r(Jbd2DataFlushError, Kind::Jbd2, Prefix("JBD"), &["while flushing file data on "], r"^JBD2?: Detected IO errors (?:-?\d+ )?while flushing file data on (\S+)"),
+            r(LoopWriteError, Kind::NoDevice, Prefix("loop: "), &["Write error at byte offset "], r"^loop: Write error at byte offset \d+, length \d+"),
+            r(JournalAbort, Kind::Jbd2, Prefix("Aborting journal on device "), &[], r"^Aborting journal on device (\S+)"),
+            r(RemountRo, Kind::Block, Prefix("EXT"), &["emounting filesystem read-only"], r"^EXT[234]-fs \(([^)\s]+)\): (?:Remounting filesystem read-only|error: remounting filesystem read-only)"),
+            r(RemountRo, Kind::Block, Prefix("EXT"), &["emounting filesystem read-only"], r"^EXT[234]-fs error \(device ([^)\s]+)\).*[Rr]emounting filesystem read-only"),
             // fs/btrfs/messages.c `__btrfs_handle_fs_error`: `BTRFS: error (device %s%s) in %s:%d:
             // errno=%d %s` (3.x `BTRFS error (device …) in …`; `btrfs_panic` ends with `(errno=…)`).
-            r(BtrfsError, Kind::Block, Prefix("BTRFS"), &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}.*errno=-?\d+ ")),
+            r(BtrfsError, Kind::Block, Prefix("BTRFS"), &["errno="], &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}.*errno=-?\d+ ")),
             // fs/btrfs/volumes.c `btrfs_dev_stat_print_on_error` (at error level, a new error):
             // `bdev %s errs: wr %u, rd %u, flush %u, corrupt %u, gen %u`, the device is the bdev
             // path. The same counters at info level (`btrfs_dev_stat_print_on_load`, at every
             // mount) are history, not a new error, and are left out.
-            r(BtrfsDevErrors, Kind::Block, Prefix("BTRFS"), &format!(r"^BTRFS(?: error {BTRFS_DEV}:|:) bdev (\S+) errs: wr \d+, rd \d+, flush \d+, corrupt \d+, gen \d+")),
+            r(BtrfsDevErrors, Kind::Block, Prefix("BTRFS"), &[" errs: wr "], &format!(r"^BTRFS(?: error {BTRFS_DEV}:|:) bdev (\S+) errs: wr \d+, rd \d+, flush \d+, corrupt \d+, gen \d+")),
             // fs/btrfs/direct-io.c (inode.c before 6.2) `btrfs_dio_end_io`: `direct IO failed ino …`
             // (6.13+: `direct IO failed root %llu ino %llu …`).
-            r(IoError, Kind::Block, Prefix("BTRFS"), &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}: direct IO failed (?:root \d+ )?ino \d+")),
-            r(RemountRo, Kind::Block, Prefix("BTRFS"), &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}.*forced readonly")),
-            r(XfsShutdown, Kind::Block, Prefix("XFS ("), r"^XFS \(([^)\s]+)\): .*(?:Shutting down filesystem|[Ff]ilesystem has been shut down|xfs_do_force_shutdown|Log I/O [Ee]rror [Dd]etected)"),
-            r(XfsShutdown, Kind::Block, Contains(XFS_FORCE), r"xfs_force_shutdown\((\w[\w-]*),0x"),
-            r(Ext4Error, Kind::Block, Prefix("EXT"), r"^EXT[234]-fs error \(device ([^)\s]+)\)"),
-            r(Ext4Error, Kind::Block, Prefix("EXT"), r"^EXT[234]-fs \(([^)\s]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|ext4_abort called|Detected aborted journal)"),
+            r(IoError, Kind::Block, Prefix("BTRFS"), &["direct IO failed "], &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}: direct IO failed (?:root \d+ )?ino \d+")),
+            r(RemountRo, Kind::Block, Prefix("BTRFS"), &["forced readonly"], &format!(r"^BTRFS(?::? \w+)? {BTRFS_DEV}.*forced readonly")),
+            r(XfsShutdown, Kind::Block, Prefix("XFS ("), &["Shutting down filesystem", "ilesystem has been shut down", "xfs_do_force_shutdown", "Log I/O "], r"^XFS \(([^)\s]+)\): .*(?:Shutting down filesystem|[Ff]ilesystem has been shut down|xfs_do_force_shutdown|Log I/O [Ee]rror [Dd]etected)"),
+            r(XfsShutdown, Kind::Block, Contains(XFS_FORCE), &[], r"xfs_force_shutdown\((\w[\w-]*),0x"),
+            r(Ext4Error, Kind::Block, Prefix("EXT"), &["-fs error (device "], r"^EXT[234]-fs error \(device ([^)\s]+)\)"),
+            r(Ext4Error, Kind::Block, Prefix("EXT"), &["I/O error while writing superblock", "previous I/O error to superblock", "ext4_abort called", "Detected aborted journal"], r"^EXT[234]-fs \(([^)\s]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|ext4_abort called|Detected aborted journal)"),
             // block/blk-core.c: 6.x `blk_print_req_error` `%s error, dev %s, sector %llu op …`;
             // 4.13–5.x `print_req_error` with the caller in front (`blk_update_request: `,
             // 4.14–4.19 `print_req_error: `); ≤ 4.12 `blk_update_request: %s error, dev %s,
             // sector %llu`; 2.6/3.x `end_request: I/O error, dev sdb, sector N`.
-            r(BlockDeviceOffline, Kind::Block, Contains(ERROR_DEV), r"(?:^|: )device offline error, dev ([^,\s]+), sector"),
-            r(BlockTimeout, Kind::Block, Contains(ERROR_DEV), r"(?:^|: )timeout error, dev ([^,\s]+), sector"),
-            r(IoError, Kind::Block, Contains(ERROR_DEV), &format!(r"(?:^|: )(?:{BLK_IO_STATUSES}) error, dev ([^,\s]+), sector")),
-            r(IoError, Kind::Block, Prefix("Buffer I/O error on "), r"^Buffer I/O error on (?:device|dev) ([^,\s]+), "),
-            r(IoError, Kind::Block, Prefix("EXT4-fs warning (device "), r"^EXT4-fs warning \(device ([^)\s]+)\): ext4_end_bio:\d+: I/O error"),
-            r(IoError, Kind::Jbd2, Prefix("JBD2: "), r"^JBD2: .*(?:journal superblock for|on device) (\S+?)\.?$"),
-            r(IoError, Kind::Block, Prefix("XFS ("), r"^XFS \(([^)\s]+)\): (?:metadata I/O error|writeback error|log I/O error)"),
-            r(ScsiOffline, Kind::Scsi, Prefix("s"), r"^(?:sd|scsi|st|sr|ses) (\d+:\d+:\d+:\d+): (?:rejecting I/O to offline device|[Dd]evice offlined - not ready after error recovery|(?:\[\w+\] )?.*[Dd]evice offlined)"),
-            r(IscsiRecoveryTimeout, Kind::Session, Prefix("session"), r"^\s*session(\d+): session recovery timed out after \d+ secs"),
-            r(IscsiConnError, Kind::Session, Prefix("connection"), r"^\s*connection(\d+):\d+: (?:detected conn error \(\d+\)|ping timeout of \d+ secs expired)"),
-            r(HungTask, Kind::HungTask, Prefix("INFO: task "), r"^INFO: task (\S+):\d+ blocked for more than \d+ seconds"),
+            r(BlockDeviceOffline, Kind::Block, Contains(ERROR_DEV), &["device offline error"], r"(?:^|: )device offline error, dev ([^,\s]+), sector"),
+            r(BlockTimeout, Kind::Block, Contains(ERROR_DEV), &["timeout error"], r"(?:^|: )timeout error, dev ([^,\s]+), sector"),
+            r(IoError, Kind::Block, Contains(ERROR_DEV), &[], &format!(r"(?:^|: )(?:{BLK_IO_STATUSES}) error, dev ([^,\s]+), sector")),
+            r(IoError, Kind::Block, Prefix("Buffer I/O error on "), &[], r"^Buffer I/O error on (?:device|dev) ([^,\s]+), "),
+            r(IoError, Kind::Block, Prefix("EXT4-fs warning (device "), &["ext4_end_bio:"], r"^EXT4-fs warning \(device ([^)\s]+)\): ext4_end_bio:\d+: I/O error"),
+            r(IoError, Kind::Jbd2, Prefix("JBD2: "), &["journal superblock for ", "on device "], r"^JBD2: .*(?:journal superblock for|on device) (\S+?)\.?$"),
+            r(IoError, Kind::Block, Prefix("XFS ("), &["metadata I/O error", "writeback error", "log I/O error"], r"^XFS \(([^)\s]+)\): (?:metadata I/O error|writeback error|log I/O error)"),
+            r(ScsiOffline, Kind::Scsi, Prefix("s"), &["offline device", "evice offlined"], r"^(?:sd|scsi|st|sr|ses) (\d+:\d+:\d+:\d+): (?:rejecting I/O to offline device|[Dd]evice offlined - not ready after error recovery|(?:\[\w+\] )?.*[Dd]evice offlined)"),
+            r(IscsiRecoveryTimeout, Kind::Session, Prefix("session"), &["session recovery timed out after "], r"^\s*session(\d+): session recovery timed out after \d+ secs"),
+            r(IscsiConnError, Kind::Session, Prefix("connection"), &["detected conn error (", "ping timeout of "], r"^\s*connection(\d+):\d+: (?:detected conn error \(\d+\)|ping timeout of \d+ secs expired)"),
+            r(HungTask, Kind::HungTask, Prefix("INFO: task "), &["blocked for more than "], r"^INFO: task (\S+):\d+ blocked for more than \d+ seconds"),
             // drivers/nvme/host/pci.c `nvme_timeout` (`I/O %d QID %d timeout, reset controller`;
             // 6.1+ `I/O tag %d (%04x) opcode %#x (%s) QID %d timeout, reset controller`; fabrics
             // rdma/tcp alike), `nvme_should_reset`'s caller `controller is down; will reset:
             // CSTS=0x%x, PCI_STATUS=0x%hx`; `dev_warn` prints `nvme nvme0: `.
-            r(NvmeReset, Kind::Block, Prefix("nvme nvme"), r"^nvme (nvme\d+): (?:I/O .*QID \d+ timeout, (?:reset|disable) controller|controller is down; will reset)"),
+            r(NvmeReset, Kind::Block, Prefix("nvme nvme"), &[" timeout, reset controller", " timeout, disable controller", "controller is down; will reset"], r"^nvme (nvme\d+): (?:I/O .*QID \d+ timeout, (?:reset|disable) controller|controller is down; will reset)"),
             // pci.c `nvme_remove_dead_ctrl` (≤ 6.0): `Removing after probe failure status: %d`;
             // 6.1+ `nvme_reset_work`: `Disabling device after reset failure: %d`.
-            r(NvmeRemoved, Kind::Block, Prefix("nvme nvme"), r"^nvme (nvme\d+): (?:Removing after probe failure status|Disabling device after reset failure): -?\d+"),
+            r(NvmeRemoved, Kind::Block, Prefix("nvme nvme"), &["Removing after probe failure status", "Disabling device after reset failure"], r"^nvme (nvme\d+): (?:Removing after probe failure status|Disabling device after reset failure): -?\d+"),
             // block/genhd.c `set_capacity_and_notify` (5.11+, sectors) and fs/block_dev.c
             // `check_disk_size_change` (≤ 5.10, bytes): `%s: detected capacity change from %lld
             // to %lld`. Only a change to 0 is a disk that vanished; loop devices print it when
             // detached on purpose (`losetup -d`), so they are left out.
-            r(DiskVanished, Kind::Block, Contains(CAPACITY), r"^([\w-]+): detected capacity change from \d+ to 0$"),
+            r(DiskVanished, Kind::Block, Contains(CAPACITY), &[" to 0"], r"^([\w-]+): detected capacity change from \d+ to 0$"),
             // net/sunrpc/clnt.c `call_timeout` / `rpc_check_timeout`: `%s: server %s not
             // responding, %s` with `still trying` (hard mount: I/O waits) or `timed out` (soft
             // mount: I/O fails); `call_decode`: `%s: server %s OK`. `%s` is the RPC program:
             // `nfs` for NFS (v2–v4) mounts.
-            r(NfsNotResponding, Kind::Nfs, Prefix("nfs: server "), r"^nfs: server (\S+) not responding, still trying"),
-            r(NfsTimedOut, Kind::Nfs, Prefix("nfs: server "), r"^nfs: server (\S+) not responding, timed out"),
-            r(NfsRecovered, Kind::Nfs, Prefix("nfs: server "), r"^nfs: server (\S+) OK$"),
+            r(NfsNotResponding, Kind::Nfs, Prefix("nfs: server "), &["not responding, still trying"], r"^nfs: server (\S+) not responding, still trying"),
+            r(NfsTimedOut, Kind::Nfs, Prefix("nfs: server "), &["not responding, timed out"], r"^nfs: server (\S+) not responding, timed out"),
+            r(NfsRecovered, Kind::Nfs, Prefix("nfs: server "), &[" OK"], r"^nfs: server (\S+) OK$"),
             // fs/nfs/inode.c `nfs_update_inode` / `nfs_check_inode_attributes`: `NFS: server %s
             // error: fileid changed\nfsid %s: expected fileid 0x%Lx, got 0x%Lx` (2.6–6.x): the
             // handle now names another file; the caller gets ESTALE (`Stale file handle`).
-            r(NfsFileidChanged, Kind::Nfs, Prefix("NFS: server "), r"^NFS: server (\S+) error: fileid changed"),
+            r(NfsFileidChanged, Kind::Nfs, Prefix("NFS: server "), &["error: fileid changed"], r"^NFS: server (\S+) error: fileid changed"),
         ]
     })
 }
@@ -458,7 +462,10 @@ pub fn classify(text: &str) -> Option<(Category, Option<Device>)> {
             Need::Prefix(p) => t.starts_with(p),
             Need::Contains(i) => *found[i].get_or_insert_with(|| finders()[i].find(hay).is_some()),
         };
-        if !ok {
+        if !ok
+            || !(rule.also.is_empty()
+                || rule.also.iter().any(|l| memchr::memmem::find(hay, l.as_bytes()).is_some()))
+        {
             continue;
         }
         if let Some(m) = rule.re.captures(text).and_then(|c| matched(rule, &c)) {
@@ -482,10 +489,14 @@ pub fn rule_table() -> Vec<(Category, String, &'static str)> {
     rules()
         .iter()
         .map(|r| {
-            let need = match r.need {
+            let mut need = match r.need {
                 Need::Prefix(p) => format!("starts with `{p}`"),
                 Need::Contains(i) => format!("holds `{}`", CONTAINS[i]),
             };
+            if !r.also.is_empty() {
+                let any: Vec<String> = r.also.iter().map(|l| format!("`{l}`")).collect();
+                need.push_str(&format!(" and one of {}", any.join(", ")));
+            }
             (r.cat, need, r.re.as_str())
         })
         .collect()
