@@ -464,7 +464,10 @@ pub fn classify(text: &str) -> Option<(Category, Option<Device>)> {
         };
         if !ok
             || !(rule.also.is_empty()
-                || rule.also.iter().any(|l| memchr::memmem::find(hay, l.as_bytes()).is_some()))
+                || rule
+                    .also
+                    .iter()
+                    .any(|l| memchr::memmem::find(hay, l.as_bytes()).is_some()))
         {
             continue;
         }
@@ -1231,18 +1234,32 @@ mod tests {
     /// `K8S_BLESS=1 cargo test -p check_storage_kernel_errors bench_patterns`).
     #[test]
     fn bench_patterns_file_is_the_rule_table() {
-        let want: String = rule_table().iter().map(|(_, _, re)| ere(re) + "\n").collect();
+        let want: String = rule_table()
+            .iter()
+            .map(|(_, _, re)| ere(re) + "\n")
+            .collect();
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/kmsg_patterns.ere");
         if std::env::var_os("K8S_BLESS").is_some() {
             std::fs::write(path, &want).unwrap();
         }
-        assert_eq!(std::fs::read_to_string(path).unwrap_or_default(), want, "run with K8S_BLESS=1");
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap_or_default(),
+            want,
+            "run with K8S_BLESS=1"
+        );
         // GNU grep -E agrees with the rules on the fixtures (the loop-device exception of
         // disk_vanished aside, which the check applies after the match).
-        if std::process::Command::new("grep").arg("-V").output().is_err() {
+        if std::process::Command::new("grep")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
             return;
         }
-        for text in corpus().iter().filter(|t| !t.contains('\n') && !t.starts_with("loop")) {
+        for text in corpus()
+            .iter()
+            .filter(|t| !t.contains('\n') && !t.starts_with("loop"))
+        {
             let out = std::process::Command::new("grep")
                 .args(["-E", "-c", "-f", path])
                 .stdin(std::process::Stdio::piped())
@@ -1250,7 +1267,10 @@ mod tests {
                 .spawn()
                 .and_then(|mut ch| {
                     use std::io::Write;
-                    ch.stdin.take().unwrap().write_all(format!("{text}\n").as_bytes())?;
+                    ch.stdin
+                        .take()
+                        .unwrap()
+                        .write_all(format!("{text}\n").as_bytes())?;
                     ch.wait_with_output()
                 })
                 .unwrap();

@@ -4,7 +4,7 @@
 
 use crate::classify::{Device, Patterns};
 use crate::{Data, Event, Holding, Opts};
-use node::logs::{kmsg, state};
+use node::logs::{kmsg, kmsg_ref, state};
 use node::usage::{DeviceUsage, Scope};
 use node::Host;
 use plugin::{Ctx, Unknown};
@@ -168,7 +168,8 @@ impl LogRead<'_> {
         let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
         // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
         let res = node::privilege::elevated_if(self.own, || {
-            kmsg::read(&self.path, self.deadline, |r| {
+            // Records lent from the read buffer: only a storage record is copied (issue 34).
+            kmsg_ref::read_ref(&self.path, self.deadline, |r| {
                 records += 1;
                 first_seq.get_or_insert(r.seq);
                 max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
@@ -185,7 +186,7 @@ impl LogRead<'_> {
                         t,
                         category: cat.label().to_string(),
                         device: dev,
-                        text: r.text.clone(),
+                        text: r.text.to_string(),
                     });
                     // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
                     // log of nothing but errors cannot grow memory without bound.
