@@ -144,9 +144,9 @@ fn counted(data: &Data, window_ms: i64, now: i64) -> impl Iterator<Item = &Event
         if c.is_recovery() {
             return false;
         }
-        !c.recovered_by()
+        c.recovered_by()
             .and_then(|r| rec.get(&(r, e.device.clone())))
-            .is_some_and(|&(seq, _)| seq > e.seq)
+            .is_none_or(|&(seq, _)| seq <= e.seq)
     })
 }
 

@@ -91,7 +91,7 @@ pub fn read_ref(
         let mut sc = Scan::new(f);
         let mut n = 0u64;
         loop {
-            if n % 256 == 0 && Instant::now() >= deadline {
+            if n.is_multiple_of(256) && Instant::now() >= deadline {
                 st.complete = false;
                 break;
             }
@@ -342,19 +342,19 @@ mod tests {
                     format!("{},{i},{},-;", (seed >> 7) % 30, i * 1000).as_bytes(),
                 );
                 big.extend(std::iter::repeat_n(b'x', len));
-                if seed % 3 == 0 {
+                if seed.is_multiple_of(3) {
                     big.extend_from_slice(b"\n SUBSYSTEM=block\n DEVICE=b8:32");
                 }
-                if seed % 11 == 0 {
+                if seed.is_multiple_of(11) {
                     big.extend_from_slice(b"\\x0a\\x5c");
                 }
-                if seed % 17 == 0 {
+                if seed.is_multiple_of(17) {
                     big.push(b'\n');
                 }
                 big.push(b'\n');
                 i += 1;
             }
-            if seed % 2 == 0 {
+            if seed.is_multiple_of(2) {
                 big.pop();
             }
             cases.push(big);
