@@ -29,6 +29,9 @@ pub struct Holding {
     pub disks: Vec<String>,
     /// (mount point, PV name if the mount is a kubelet volume).
     pub mounts: Vec<(PathBuf, Option<String>)>,
+    /// For a device-mapper device: the devices below it (`/sys/class/block/dm-N/slaves/`:
+    /// multipath paths, LVM physical volumes).
+    pub below: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -263,6 +266,12 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
         .subject(device_subject(dev.as_ref(), data, names))
         .detail(format!("kernel: {}", last.text));
         if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
+            if !h.below.is_empty() {
+                f = f.detail(format!(
+                    "device-mapper device on {} (multipath paths or LVM physical volumes)",
+                    h.below.join(", ")
+                ));
+            }
             for (mp, pv) in h.mounts.iter().take(5) {
                 f = f.detail(match pv {
                     Some(pv) => format!("mounted at {} ({pv})", mp.display()),

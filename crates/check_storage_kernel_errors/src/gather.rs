@@ -52,6 +52,11 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
     let mut hold = Holding {
         disks: disks.clone(),
         mounts: Vec::new(),
+        below: disks
+            .iter()
+            .filter(|d| d.starts_with("dm-"))
+            .flat_map(|d| node::blockname::dm_slaves(sys, d))
+            .collect(),
     };
     for m in usage.uses() {
         let by_dev = devs.contains(&m.dev);

@@ -77,6 +77,7 @@ fn incident_sequence_is_critical_and_mapped_to_the_pv() {
         ),
     ]);
     let h = Holding {
+        below: vec![],
         disks: vec!["sde".into()],
         mounts: vec![(
             PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-746b2837/mount"),
@@ -123,6 +124,7 @@ fn volumes_hit_are_named_and_wanted() {
     d.holdings.insert(
         Device::Block("sde".into()),
         Holding {
+            below: vec![],
             disks: vec!["sde".into()],
             mounts: vec![(mp("3c2b", "pvc-746b2837"), Some("pvc-746b2837".into()))],
         },
@@ -130,6 +132,7 @@ fn volumes_hit_are_named_and_wanted() {
     d.holdings.insert(
         Device::Block("sdf".into()),
         Holding {
+            below: vec![],
             disks: vec!["sdf".into()],
             mounts: vec![(mp("9999", "pvc-old"), Some("pvc-old".into()))],
         },
@@ -405,6 +408,7 @@ fn nfs_recovery_clears_the_matching_server_within_the_window() {
     d.holdings.insert(
         Device::Nfs("nas.lan".into()),
         Holding {
+            below: vec![],
             disks: vec![],
             mounts: vec![(nfs_pv.clone(), Some("pv-media".into()))],
         },
@@ -480,6 +484,7 @@ fn vanished_disk_is_critical_only_while_mounted() {
     d.holdings.insert(
         Device::Block("nvme1n1".into()),
         Holding {
+            below: vec![],
             disks: vec!["nvme1n1".into()],
             mounts: vec![(
                 PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-9/mount"),
@@ -496,6 +501,27 @@ fn vanished_disk_is_critical_only_while_mounted() {
         r.findings[0].text
     );
     assert_eq!(r.findings[1].status, Status::Warning);
+    // A multipath device's finding names its paths.
+    let mut d = data(vec![ev(3, now - MIN, "device offline error, dev dm-7, sector 8 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2")]);
+    d.holdings.insert(
+        Device::Block("dm-7".into()),
+        Holding {
+            disks: vec!["dm-7".into()],
+            mounts: vec![],
+            below: vec!["sdc".into(), "sdd".into()],
+        },
+    );
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0]
+            .details
+            .iter()
+            .any(|l| l
+                == "device-mapper device on sdc, sdd (multipath paths or LVM physical volumes)"),
+        "{:?}",
+        r.findings[0].details
+    );
     assert!(
         r.findings[1].text.contains("on sdf"),
         "{}",
@@ -549,6 +575,14 @@ fn nvme_dm_and_nfs_names_map_to_their_volumes() {
     assert_eq!(pvs(Device::Block("nvme1c3n1".into())), ["pvc-b"]);
     assert_eq!(pvs(Device::Block("mapper/vg0-data".into())), ["pvc-c"]);
     assert_eq!(pvs(Device::Block("dm-3".into())), ["pvc-c"]);
+    // A multipath/LVM device says what is below it.
+    assert_eq!(
+        resolve(&Device::Block("dm-3".into()), &sys, &usage, &host).below,
+        ["sdc"]
+    );
+    assert!(resolve(&Device::Block("nvme0".into()), &sys, &usage, &host)
+        .below
+        .is_empty());
     assert_eq!(
         pvs(Device::Block("sdc".into())),
         Vec::<String>::new(),
