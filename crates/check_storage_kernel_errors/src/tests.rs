@@ -501,6 +501,11 @@ fn vanished_disk_is_critical_only_while_mounted() {
         r.findings[0].text
     );
     assert_eq!(r.findings[1].status, Status::Warning);
+    assert!(
+        r.findings[1].text.contains("on sdf"),
+        "{}",
+        r.findings[1].text
+    );
     // A multipath device's finding names its paths.
     let mut d = data(vec![ev(3, now - MIN, "device offline error, dev dm-7, sector 8 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2")]);
     d.holdings.insert(
@@ -521,11 +526,6 @@ fn vanished_disk_is_critical_only_while_mounted() {
                 == "device-mapper device on sdc, sdd (multipath paths or LVM physical volumes)"),
         "{:?}",
         r.findings[0].details
-    );
-    assert!(
-        r.findings[1].text.contains("on sdf"),
-        "{}",
-        r.findings[1].text
     );
 }
 
