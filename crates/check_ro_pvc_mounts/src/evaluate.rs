@@ -1,6 +1,6 @@
 //! The decision, pure: what each PV filesystem's state means, and the report over all of them.
 
-use crate::gather::{NodeData, Volume};
+use crate::gather::{NodeData, NodeFs, Volume};
 use crate::text::{next_step, short_name, volume_subject};
 use kube::names::{Names, Wanted};
 use node::fsstate;
@@ -434,7 +434,26 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
     if !tally.errs.is_empty() || !tally.unexplained.is_empty() {
         status = status.worst(Status::Warning);
     }
-    let mut r = Report::new(status, summary(&tally, n)).unit("volume", "volumes");
+    let node_fs = node_fs_findings(data);
+    let mut summary = summary(&tally, n);
+    if !node_fs.is_empty() {
+        // The node's own filesystem read-only outranks every volume: nothing new starts here.
+        status = status.worst(Status::Critical);
+        let mps: Vec<String> = data
+            .node_fs
+            .iter()
+            .filter(|f| node_fs_readonly(f).is_some())
+            .map(|f| f.mount_point.display().to_string())
+            .collect();
+        summary = format!(
+            "node filesystem read-only ({}): no new pod can start on this node; {summary}",
+            mps.join(", ")
+        );
+    }
+    let node_fs_ro = node_fs.len();
+    let mut findings = findings;
+    findings.extend(node_fs);
+    let mut r = Report::new(status, summary).unit("volume", "volumes");
     r.notes.extend(data.notes.iter().cloned());
     note_denied(&mut r, data);
     r.findings = findings;
@@ -447,6 +466,91 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                 .min(0.0),
         )
         .perf(Perfdata::new("error_volumes", tally.errs.len() as f64).min(0.0))
+        .perf(
+            Perfdata::new("node_fs_ro", node_fs_ro as f64)
+                .crit(plugin::Range::parse("0").ok().as_ref())
+                .min(0.0),
+        )
+}
+
+/// Why a filesystem the node itself needs is read-only, if it is (issue 31). Pure.
+/// - the filesystem of a kubelet root: read-only in any way (the mount or the filesystem): the
+///   kubelet can no longer create a pod's directories, so no new pod starts on the node;
+/// - `/`: only the kernel's doing (`emergency_ro`, or `ro` at the filesystem under a read-write
+///   mount: the error remount): Talos, Bottlerocket, Flatcar-like systems mount their root
+///   read-only on purpose, mount and filesystem alike.
+pub fn node_fs_readonly(f: &NodeFs) -> Option<String> {
+    let has = |o: &str| f.super_options.split(',').any(|x| x == o);
+    if has("emergency_ro") {
+        return Some(
+            "emergency_ro in the filesystem's options (the kernel stopped writes after an error)"
+                .into(),
+        );
+    }
+    if has("ro") && !f.mount_ro {
+        return Some(
+            "read-only at the filesystem under a read-write mount (the kernel's remount after an error)"
+                .into(),
+        );
+    }
+    if !f.kubelet_roots.is_empty() && (has("ro") || f.mount_ro) {
+        return Some(if has("ro") {
+            "mounted read-only".into()
+        } else {
+            "a read-only mount (the filesystem itself is rw)".into()
+        });
+    }
+    None
+}
+
+/// The findings on the node's own filesystems that are read-only. Pure.
+fn node_fs_findings(data: &NodeData) -> Vec<Finding> {
+    use plugin::shell_quote as q;
+    let node = data.node_name.as_deref();
+    let mut out = Vec::new();
+    for f in &data.node_fs {
+        let Some(why) = node_fs_readonly(f) else {
+            continue;
+        };
+        let mut holds: Vec<String> = f
+            .kubelet_roots
+            .iter()
+            .map(|r| format!("the kubelet root {}", r.display()))
+            .collect();
+        if f.is_root {
+            holds.insert(0, "/".into());
+        }
+        let mp = f.mount_point.to_string_lossy();
+        let text = format!(
+            "node filesystem read-only: {} on {} ({}, mounted at {mp}): {why}; no new pod can start on this node",
+            holds.join(" and "),
+            f.source,
+            f.fstype
+        );
+        let fsck = if f.fstype == "xfs" {
+            "xfs_repair"
+        } else {
+            "fsck"
+        };
+        let node_word = node.map(q).unwrap_or_else(|| "<this node>".into());
+        let next = format!(
+            "next: `kubectl cordon {node_word}`; on that node: `findmnt -o TARGET,SOURCE,FSTYPE,OPTIONS {}` and `journalctl -k --grep 'error'`; then drain it, reboot, and {fsck} {} if the kernel recorded an error; runbook docs/runbooks/node_fs_readonly.md",
+            q(&mp),
+            q(&f.source)
+        );
+        out.push(
+            Finding::new(Status::Critical, text)
+                .signal("node_fs_readonly")
+                .subject(
+                    plugin::Subject::new()
+                        .maybe(plugin::Subject::node, node)
+                        .device(f.source.strip_prefix("/dev/").unwrap_or(&f.source))
+                        .mount(mp.to_string()),
+                )
+                .detail(next),
+        );
+    }
+    out
 }
 
 /// The node of a finding: this host's name ($NODE_NAME in container mode), whatever the pod lookup

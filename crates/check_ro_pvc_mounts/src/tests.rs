@@ -88,6 +88,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         can_read_all: true,
         node_name: Some("k8s03".into()),
         notes: vec![],
+        node_fs: vec![],
     }
 }
 
@@ -133,9 +134,81 @@ fn healthy_node_is_ok_and_readonly_bind_is_not_an_alarm() {
         [
             "pv_mounts=3;;;0",
             "ro_volumes=0;0;0;0",
-            "error_volumes=0;;;0"
+            "error_volumes=0;;;0",
+            "node_fs_ro=0;;0;0"
         ]
     );
+}
+
+/// Issue 31: the node's own kubelet root and `/` read-only is CRITICAL with its own signal; a
+/// root mounted read-only on purpose (Talos, Bottlerocket) is not.
+#[test]
+fn the_nodes_own_filesystems_read_only_are_critical() {
+    let roots = vec![PathBuf::from(K)];
+    let two = |root_line: &str, kubelet_line: &str| {
+        format!("1 0 8:1 / / {root_line}\n2 1 8:2 / {K} {kubelet_line}\n")
+    };
+    let fs = |t: &str| {
+        let mut paths = roots.clone();
+        paths.push(PathBuf::from("/"));
+        let held = node::mountinfo::holding(t, "t", &paths).unwrap();
+        node_filesystems(&roots, &held)
+    };
+    let mut d = data(&table("rw"), (6, 18, 0));
+    // All writable.
+    d.node_fs = fs(&two("rw - ext4 /dev/sda1 rw", "rw - ext4 /dev/sda2 rw"));
+    assert_eq!(d.node_fs.len(), 2);
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    // The kubelet root's filesystem read-only, any way.
+    for k in [
+        "ro - ext4 /dev/sda2 ro",
+        "ro - ext4 /dev/sda2 rw",
+        "rw - ext4 /dev/sda2 ro",
+        "rw - ext4 /dev/sda2 rw,emergency_ro",
+    ] {
+        d.node_fs = fs(&two("rw - ext4 /dev/sda1 rw", k));
+        let r = evaluate(&d, &default_t());
+        assert_eq!(r.status, Status::Critical, "{k}: {r:?}");
+        assert!(
+            r.summary.starts_with(
+                "node filesystem read-only (/var/lib/kubelet): no new pod can start on this node; "
+            ),
+            "{}",
+            r.summary
+        );
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.signal == "node_fs_readonly")
+            .unwrap();
+        assert!(f.text.starts_with("node filesystem read-only: the kubelet root /var/lib/kubelet on /dev/sda2 (ext4, mounted at /var/lib/kubelet): "), "{}", f.text);
+        assert_eq!(f.subject.node.as_deref(), Some("k8s03"));
+        assert!(
+            f.details
+                .iter()
+                .any(|l| l.starts_with("next: `kubectl cordon k8s03`")
+                    && l.contains("docs/runbooks/node_fs_readonly.md")),
+            "{f:?}"
+        );
+        assert_eq!(r.perfdata.last().unwrap().render(), "node_fs_ro=1;;0;0");
+    }
+    // `/` remounted read-only by the kernel, the kubelet root on it.
+    d.node_fs = fs("1 0 8:1 / / rw - ext4 /dev/sda1 ro,errors=remount-ro\n");
+    assert_eq!(d.node_fs.len(), 1);
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings.iter().any(|f| f.text.starts_with(
+            "node filesystem read-only: / and the kubelet root /var/lib/kubelet on /dev/sda1"
+        )),
+        "{r:?}"
+    );
+    // `/` read-only on purpose (mount and filesystem), the kubelet root elsewhere and writable.
+    d.node_fs = fs(&two("ro - squashfs /dev/loop0 ro", "rw - xfs /dev/sda2 rw"));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    // ... but its filesystem flipped under a read-write mount is the kernel's doing.
+    d.node_fs = fs(&two("rw - ext4 /dev/sda1 ro", "rw - xfs /dev/sda2 rw"));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Critical);
 }
 
 #[test]
