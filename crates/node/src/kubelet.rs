@@ -31,6 +31,10 @@ const NON_PV_PLUGINS: &[&str] = &[
     "kubernetes.io~git-repo",
 ];
 
+/// Volume plugins whose pod mounts hold node-local data: no server, session or remote device
+/// for a mount of theirs to hang on.
+const LOCAL_PLUGINS: &[&str] = &["kubernetes.io~local-volume", "kubernetes.io~host-path"];
+
 /// The kubelet roots to look under: those given, or each default that exists on the host.
 pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
     if !given.is_empty() {
@@ -108,6 +112,30 @@ pub enum Kind {
     PluginDevice { plugin: String },
 }
 
+impl Kind {
+    /// The plugin of an in-tree (or FlexVolume) volume on remote storage, as the kubelet names it
+    /// (`kubernetes.io/nfs`, `kubernetes.io/iscsi`, `kubernetes.io/rbd`, `ceph.rook.io/rook`): a
+    /// pod volume of any plugin but CSI and the node-local ones (`…/volumes/kubernetes.io~nfs/<pv>`),
+    /// or such a plugin's device mount (`plugins/kubernetes.io/iscsi/…`). `None` for CSI mounts,
+    /// subPaths and node-local volumes. These hang on a dead server like a CSI mount does
+    /// (issue 31).
+    pub fn in_tree_plugin(&self) -> Option<String> {
+        match self {
+            Kind::PodVolume { plugin, .. }
+                if plugin != "kubernetes.io~csi" && !LOCAL_PLUGINS.contains(&plugin.as_str()) =>
+            {
+                Some(plugin.replace('~', "/"))
+            }
+            Kind::PluginDevice { plugin }
+                if !matches!(plugin.as_str(), "local-volume" | "host-path") =>
+            {
+                Some(format!("kubernetes.io/{plugin}"))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeletPath {
     pub root: PathBuf,
@@ -140,6 +168,11 @@ impl KubeletPath {
             self.kind,
             Kind::CsiStaging { .. } | Kind::BlockStaging { .. } | Kind::PluginDevice { .. }
         )
+    }
+
+    /// See [`Kind::in_tree_plugin`].
+    pub fn in_tree_plugin(&self) -> Option<String> {
+        self.kind.in_tree_plugin()
     }
 
     pub fn is_csi(&self) -> bool {
@@ -445,6 +478,44 @@ pub fn staging_hash(volume_handle: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 31: in-tree network volumes (and their device mounts) are told apart from CSI and
+    /// node-local ones.
+    #[test]
+    fn in_tree_network_volumes_are_named_by_their_plugin() {
+        let roots = [std::path::PathBuf::from("/var/lib/kubelet")];
+        let p = |mp: &str| {
+            super::classify(std::path::Path::new(mp), &roots).and_then(|k| k.in_tree_plugin())
+        };
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~nfs/pv-nfs").as_deref(),
+            Some("kubernetes.io/nfs")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~iscsi/pv-i").as_deref(),
+            Some("kubernetes.io/iscsi")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/plugins/kubernetes.io/iscsi/iface-default/10.0.0.1:3260-iqn.2016-09.com.openebs.jiva:pvc-1-lun-0").as_deref(),
+            Some("kubernetes.io/iscsi")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/ceph.rook.io~rook/pv-f").as_deref(),
+            Some("ceph.rook.io/rook")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv/mount"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~local-volume/pv-l"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/s"),
+            None
+        );
+    }
+
     /// Issue 27, finding 10: the default root written another way is still the node's own.
     #[test]
     fn default_roots_written_another_way_are_own() {
