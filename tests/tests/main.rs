@@ -14,6 +14,7 @@ mod kubelet_nested_ops;
 mod pv_capacity;
 mod ro_pvc_mounts;
 mod ro_pvc_mounts_names;
+mod ro_pvc_mounts_issue31;
 mod stale_csi_mounts;
 mod stale_csi_mounts_in_tree;
 mod storage_kernel_errors;
