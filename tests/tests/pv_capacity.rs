@@ -112,12 +112,13 @@ fn thresholds_on_real_filesystems_bytes_and_inodes() {
     out.assert_status(NAME, 1);
     assert!(
         out.first_line()
-            .contains("1 of 3 PV filesystems filling up or unmeasured: pvc-data (90% used)"),
+            .contains("1 of 3 PV filesystems filling up or unmeasured: pvc-data ("),
         "{out:?}"
     );
     assert!(out.stdout.contains("free space under -w 15%"), "{out:?}");
     assert_eq!(out.perf("space_low"), Some(1.0));
-    assert_eq!(out.perf("pvc_data_used"), Some(90.0));
+    let used = out.perf("pvc_data_used").unwrap();
+    assert!((89.0..=91.0).contains(&used), "{used}: {out:?}");
     // Absolute amounts, check_disk style: 10% of 64 MiB is under 10M free, over 1M.
     let out = run(&ns, &tree, &["-w", "10M", "-c", "1M"]);
     out.assert_status(NAME, 1);
@@ -143,14 +144,26 @@ fn thresholds_on_real_filesystems_bytes_and_inodes() {
         "{next}"
     );
 
-    // Inodes: 120 of 128 used.
+    // Inodes: files until 8% of them are left (WARNING under -W 15%, over -K 3%).
+    let (total, left) = {
+        let out = ns.sh(&format!(
+            "df --output=itotal,iavail '{}' | tail -1",
+            files.display()
+        ));
+        let v: Vec<u64> = out
+            .stdout
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        (v[0], v[0] * 8 / 100)
+    };
     ns.sh(&format!(
-        "cd '{}' && for i in $(seq 1 120); do : > f$i; done",
+        "cd '{}' && n=$(( $(df --output=iavail . | tail -1) - {left} )) && i=0 && while [ $i -lt $n ]; do : > f$i; i=$((i+1)); done",
         files.display()
     ));
     let v = json(&ns, &tree, &[]);
     let f = finding(&v, "pvc-files");
-    assert_eq!(f["status"], "WARNING", "{f}");
+    assert_eq!(f["status"], "WARNING", "{total} inodes, {left} left: {f}");
     assert_eq!(f["signal"], "pv_inodes_low");
     assert!(
         f["text"]
@@ -160,10 +173,11 @@ fn thresholds_on_real_filesystems_bytes_and_inodes() {
         "{f}"
     );
     // -W/-K as counts.
-    let v = json(&ns, &tree, &["-W", "5", "-K", "1"]);
-    assert_eq!(finding(&v, "pvc-files")["status"], "OK");
-    let v = json(&ns, &tree, &["-W", "20", "-K", "10"]);
-    assert_eq!(finding(&v, "pvc-files")["status"], "CRITICAL");
+    let (ok_w, crit_k) = ((left - 2).to_string(), (left + 1).to_string());
+    let v = json(&ns, &tree, &["-W", &ok_w, "-K", "1"]);
+    assert_eq!(finding(&v, "pvc-files")["status"], "OK", "{v}");
+    let v = json(&ns, &tree, &["-W", "100000", "-K", &crit_k]);
+    assert_eq!(finding(&v, "pvc-files")["status"], "CRITICAL", "{v}");
 
     // A volume mounted read-only by design is never "full".
     fill_to(&ns, &rox, "big", 1);
@@ -188,16 +202,24 @@ fn thresholds_on_real_filesystems_bytes_and_inodes() {
              "csi":{"driver":DRIVER,"volumeHandle":"pvc-data-handle"}},"status":{"phase":"Bound"}}]}),
     );
     let out = run(&ns, &tree, &["--format", "prometheus", "--pvs-json", &pvs]);
-    let series = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("k8s_storage_check_finding{") && l.contains("pv=\"pvc-data\""))
-        .unwrap_or_else(|| panic!("{out:?}"));
+    let series = |metric: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains("pv=\"pvc-data\""))
+            .unwrap_or_else(|| panic!("no {metric} of pvc-data: {out:?}"))
+            .to_string()
+    };
+    let f = series("k8s_storage_check_finding");
     assert!(
-        series.contains("pvc=\"radarr-config\"") && series.contains("namespace=\"media\""),
-        "{series}"
+        f.contains("signal=\"pv_space_low\"") && f.contains("state=\"critical\""),
+        "{f}"
     );
-    assert!(series.contains("signal=\"pv_space_low\""), "{series}");
+    // The claim's names are joined in from the info series (identity stays node, pv, signal).
+    let info = series("k8s_storage_check_finding_info");
+    assert!(
+        info.contains("pvc=\"radarr-config\"") && info.contains("namespace=\"media\""),
+        "{info}"
+    );
     let out = run(&ns, &tree, &["--pvs-json", &pvs]);
     assert!(
         out.stdout

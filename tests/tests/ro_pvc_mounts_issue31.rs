@@ -78,10 +78,19 @@ fn kubelet_root_read_only_is_critical() {
         .lines()
         .find(|l| l.starts_with("[CRITICAL] node filesystem read-only: the kubelet root "))
         .unwrap_or_else(|| panic!("{out:?}"));
-    assert!(line.contains(&format!("on {dev} (ext4, mounted at {})", root.display())), "{line}");
-    assert!(out.stdout.contains("docs/runbooks/node_fs_readonly.md"), "{out:?}");
+    assert!(
+        line.contains(&format!("on {dev} (ext4, mounted at {})", root.display())),
+        "{line}"
+    );
+    assert!(
+        out.stdout.contains("docs/runbooks/node_fs_readonly.md"),
+        "{out:?}"
+    );
     let json = check(&ns, &root, &["--format", "json"]);
-    assert_eq!(signals(&json), [("CRITICAL".to_string(), "node_fs_readonly".to_string())]);
+    assert_eq!(
+        signals(&json),
+        [("CRITICAL".to_string(), "node_fs_readonly".to_string())]
+    );
 }
 
 #[test]
@@ -102,7 +111,11 @@ fn kubelet_root_remounted_read_only_is_critical() {
     let out = check(&ns, &root, &[]);
     out.assert_status(NAME, 2);
     assert!(out.stdout.contains("(tmpfs, mounted at "), "{out:?}");
-    assert!(out.stdout.contains(": mounted read-only; no new pod can start on this node"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains(": mounted read-only; no new pod can start on this node"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -116,7 +129,13 @@ fn read_only_everywhere_is_judged_by_the_access_modes() {
     // A volume staged and published read-only, filesystem and mounts alike, with no error.
     let handle = "pvc-ro-handle";
     let staging = tree.staging_mount(DRIVER, handle, &e2e::sha256_hex(handle));
-    ns.loop_fs(&work.path().join("ro.img"), 64, "mkfs.ext4 -q -F", "ro", &staging);
+    ns.loop_fs(
+        &work.path().join("ro.img"),
+        64,
+        "mkfs.ext4 -q -F",
+        "ro",
+        &staging,
+    );
     let publish = tree.pod_csi_mount("uid-ro", "pvc-ro", DRIVER);
     ns.sh(&format!(
         "mount --bind -o ro '{}' '{}'",
@@ -126,8 +145,17 @@ fn read_only_everywhere_is_judged_by_the_access_modes() {
     // Nothing tells intent: WARNING.
     let out = check(&ns, &tree.root, &["--no-names"]);
     out.assert_status(NAME, 1);
-    assert!(out.first_line().contains("1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-ro"), "{out:?}");
-    assert!(out.stdout.contains("read-only everywhere with no error recorded"), "{out:?}");
+    assert!(
+        out.first_line().contains(
+            "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-ro"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("read-only everywhere with no error recorded"),
+        "{out:?}"
+    );
     let pvs = |modes: &str| {
         e2e::write_json(
             work.path(),
@@ -150,18 +178,68 @@ fn read_only_everywhere_is_judged_by_the_access_modes() {
         )
     };
     // ReadWriteOnce, the pod does not mount it readOnly: its pods cannot write.
-    let out = check(&ns, &tree.root, &["--pvs-json", &pvs("ReadWriteOnce"), "--pods-json", &pods(false)]);
+    let out = check(
+        &ns,
+        &tree.root,
+        &[
+            "--pvs-json",
+            &pvs("ReadWriteOnce"),
+            "--pods-json",
+            &pods(false),
+        ],
+    );
     out.assert_status(NAME, 2);
-    assert!(out.first_line().contains("1 of 1 PV filesystems read-only: shop/orders-0 (PVC shop/orders, pvc-ro)"), "{out:?}");
+    assert!(
+        out.first_line()
+            .contains("1 of 1 PV filesystems read-only: shop/orders-0 (PVC shop/orders, pvc-ro)"),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("and no pod mounts its claim readOnly: it is meant to be written, and its pods cannot write"), "{out:?}");
-    let json = check(&ns, &tree.root, &["--pvs-json", &pvs("ReadWriteOnce"), "--pods-json", &pods(false), "--format", "json"]);
-    assert_eq!(signals(&json), [("CRITICAL".to_string(), "ro_everywhere".to_string())]);
+    let json = check(
+        &ns,
+        &tree.root,
+        &[
+            "--pvs-json",
+            &pvs("ReadWriteOnce"),
+            "--pods-json",
+            &pods(false),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(
+        signals(&json),
+        [("CRITICAL".to_string(), "ro_everywhere".to_string())]
+    );
     // The same claim mounted readOnly: true: intent.
-    let out = check(&ns, &tree.root, &["--pvs-json", &pvs("ReadWriteOnce"), "--pods-json", &pods(true)]);
+    let out = check(
+        &ns,
+        &tree.root,
+        &[
+            "--pvs-json",
+            &pvs("ReadWriteOnce"),
+            "--pods-json",
+            &pods(true),
+        ],
+    );
     out.assert_status(NAME, 0);
     // ReadOnlyMany: intent, and not counted writable.
-    let out = check(&ns, &tree.root, &["--pvs-json", &pvs("ReadOnlyMany"), "--pods-json", &pods(false), "-v"]);
+    let out = check(
+        &ns,
+        &tree.root,
+        &[
+            "--pvs-json",
+            &pvs("ReadOnlyMany"),
+            "--pods-json",
+            &pods(false),
+            "-v",
+        ],
+    );
     out.assert_status(NAME, 0);
-    assert!(out.first_line().starts_with("RO_PVC_MOUNTS OK - 1 PV filesystem read-only on purpose |"), "{out:?}");
+    assert!(
+        out.first_line()
+            .starts_with("RO_PVC_MOUNTS OK - 1 PV filesystem read-only on purpose |"),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("is read-only on purpose"), "{out:?}");
 }

@@ -71,10 +71,10 @@ fn days(secs: f64) -> String {
 }
 
 fn pct(v: f64) -> String {
-    if v >= 99.95 || v < 10.0 {
-        format!("{v:.1}%")
-    } else {
+    if (10.0..99.95).contains(&v) {
         format!("{v:.0}%")
+    } else {
+        format!("{v:.1}%")
     }
 }
 

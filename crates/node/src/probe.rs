@@ -493,14 +493,16 @@ fn probe_now(path: &Path, space: &OnceLock<Space>) -> Outcome {
         Err(e) => return fail(Stage::Stat, e),
     };
     match nix::sys::statvfs::statvfs(path) {
+        // fsblkcnt_t and c_ulong are u64 here, u32 on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
         Ok(v) => {
-            let frsize = v.fragment_size() as u64;
+            let frsize = u64::from(v.fragment_size());
             let _ = space.set(Space {
-                total: (v.blocks() as u64).saturating_mul(frsize),
-                free: (v.blocks_free() as u64).saturating_mul(frsize),
-                avail: (v.blocks_available() as u64).saturating_mul(frsize),
-                files: v.files() as u64,
-                files_free: v.files_free() as u64,
+                total: u64::from(v.blocks()).saturating_mul(frsize),
+                free: u64::from(v.blocks_free()).saturating_mul(frsize),
+                avail: u64::from(v.blocks_available()).saturating_mul(frsize),
+                files: u64::from(v.files()),
+                files_free: u64::from(v.files_free()),
             });
         }
         Err(e) => {
