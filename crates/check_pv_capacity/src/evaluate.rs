@@ -433,10 +433,8 @@ pub fn evaluate_named(data: &NodeData, p: &Policy, names: &Names) -> Report {
         let v = &data.volumes[i];
         let total = v.space.map(|s| s.used() + s.avail).unwrap_or(0);
         let range = |l: &Limit| {
-            Range::parse(&plugin::fmt_num(
-                (l.used_pct(total) * 100.0).round() / 100.0,
-            ))
-            .ok()
+            l.used_pct(total)
+                .and_then(|u| Range::parse(&plugin::fmt_num((u * 100.0).round() / 100.0)).ok())
         };
         let mut pd = Perfdata::new(
             format!("{}_used", v.key()),

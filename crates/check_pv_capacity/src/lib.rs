@@ -30,7 +30,8 @@ the kubelet root(s), named by claim, and a days-to-full prediction from this che
 
 Thresholds follow monitoring-plugins' check_disk: -w/-c on free space (of what a pod may write, \
 f_bavail) as a percentage (-w 15%) or an amount (-w 2G; a plain number is MiB), -W/-K on free \
-inodes (a percentage or a count). The defaults are kubernetes-mixin's: CRITICAL under 3% free, \
+inodes (a percentage or a count); a monitoring-plugins range (10:, @0:5) is a range on the free \
+percentage. The defaults are kubernetes-mixin's: CRITICAL under 3% free, \
 WARNING under 15% free, for bytes and inodes alike.
 
 With --state-dir every run keeps one sample per volume; a least-squares line over the samples of \
@@ -54,20 +55,20 @@ pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// WARNING when a volume's free space is below this: a percentage (15%) or an amount (2G, 500M; a plain number is MiB)
-    #[arg(short = 'w', long = "warning", value_name = "FREE", default_value = "15%", value_parser = limit::bytes)]
+    /// WARNING when a volume's free space is below this: a percentage (15%) or an amount (2G, 500M; a plain number is MiB); a range (10:, @0:5) is a range on the free percentage
+    #[arg(short = 'w', long = "warning", value_name = "FREE", default_value = "15%", allow_hyphen_values = true, value_parser = limit::bytes)]
     pub warning: Limit,
 
     /// CRITICAL when a volume's free space is below this (as -w)
-    #[arg(short = 'c', long = "critical", value_name = "FREE", default_value = "3%", value_parser = limit::bytes)]
+    #[arg(short = 'c', long = "critical", value_name = "FREE", default_value = "3%", allow_hyphen_values = true, value_parser = limit::bytes)]
     pub critical: Limit,
 
-    /// WARNING when a volume's free inodes are below this: a percentage (15%) or a count
-    #[arg(short = 'W', long = "iwarning", value_name = "FREE", default_value = "15%", value_parser = limit::inodes)]
+    /// WARNING when a volume's free inodes are below this: a percentage (15%) or a count; a range is on the free percentage
+    #[arg(short = 'W', long = "iwarning", value_name = "FREE", default_value = "15%", allow_hyphen_values = true, value_parser = limit::inodes)]
     pub iwarning: Limit,
 
     /// CRITICAL when a volume's free inodes are below this (as -W)
-    #[arg(short = 'K', long = "icritical", value_name = "FREE", default_value = "3%", value_parser = limit::inodes)]
+    #[arg(short = 'K', long = "icritical", value_name = "FREE", default_value = "3%", allow_hyphen_values = true, value_parser = limit::inodes)]
     pub icritical: Limit,
 
     /// WARNING when the prediction says a volume fills up (bytes or inodes) within DURATION (0: no prediction)
@@ -113,10 +114,10 @@ impl Opts {
     /// The decision's settings, from the options.
     pub fn policy(&self) -> Policy {
         Policy {
-            warning: self.warning,
-            critical: self.critical,
-            iwarning: self.iwarning,
-            icritical: self.icritical,
+            warning: self.warning.clone(),
+            critical: self.critical.clone(),
+            iwarning: self.iwarning.clone(),
+            icritical: self.icritical.clone(),
             predict_within: self.predict_within,
             predict_window: self.predict_window,
             perf_volumes: self.perf_volumes,

@@ -1,14 +1,18 @@
 //! `-w/-c` and `-W/-K` as monitoring-plugins' check_disk takes them: a minimum of free space as a
 //! percentage (`15%`) or an amount (`2G`, `500M`, `1.5GiB`, `4096B`; a plain number is MiB, as
-//! check_disk's default unit), and for inodes a percentage or a count.
+//! check_disk's default unit), and for inodes a percentage or a count. A monitoring-plugins range
+//! (`10:`, `@0:5`, `-10:-2`: anything with `:`, `@` or `~`) is taken too, as the suite's ranges
+//! are on every check: a range on the free percentage (`10:` is `10%`).
 
 /// A minimum of free space (or free inodes): alert when the free part is below it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Limit {
     /// Percent of the filesystem (0..=100).
     Percent(f64),
     /// Bytes (or inodes).
     Amount(u64),
+    /// A monitoring-plugins range on the free percentage: alert where the range alerts.
+    Range(plugin::Range),
 }
 
 impl Limit {
@@ -17,29 +21,44 @@ impl Limit {
         if total == 0 {
             return false;
         }
-        match *self {
+        match self {
             Limit::Percent(p) => (free as f64) * 100.0 < p * total as f64,
-            Limit::Amount(a) => free < a,
+            Limit::Amount(a) => free < *a,
+            Limit::Range(r) => r.alerts(free as f64 * 100.0 / total as f64),
         }
     }
 
-    /// The limit as a used percentage of a filesystem of `total` (for perfdata): 100 - free%.
-    pub fn used_pct(&self, total: u64) -> f64 {
-        match *self {
-            Limit::Percent(p) => 100.0 - p,
-            Limit::Amount(a) if total > 0 => (100.0 - a as f64 * 100.0 / total as f64).max(0.0),
-            Limit::Amount(_) => 0.0,
+    /// The limit as a used percentage of a filesystem of `total` (for perfdata): 100 - free%;
+    /// `None` for a range (no single number says it).
+    pub fn used_pct(&self, total: u64) -> Option<f64> {
+        match self {
+            Limit::Percent(p) => Some(100.0 - p),
+            Limit::Amount(a) if total > 0 => {
+                Some((100.0 - *a as f64 * 100.0 / total as f64).max(0.0))
+            }
+            Limit::Amount(_) => Some(0.0),
+            Limit::Range(_) => None,
         }
     }
 
     /// As an operator wrote it, for texts (`15%`, `2 GiB`, `1000 inodes`).
     pub fn text(&self, inodes: bool) -> String {
-        match *self {
-            Limit::Percent(p) => format!("{}%", plugin::fmt_num(p)),
+        match self {
+            Limit::Percent(p) => format!("{}%", plugin::fmt_num(*p)),
             Limit::Amount(a) if inodes => format!("{a} inodes"),
-            Limit::Amount(a) => plugin::fmt_bytes(a),
+            Limit::Amount(a) => plugin::fmt_bytes(*a),
+            Limit::Range(r) => format!("range {r} (free %)"),
         }
     }
+}
+
+/// A monitoring-plugins range, when `s` is written as one (`:`, `@` or `~` in it).
+fn range(s: &str) -> Option<Result<Limit, String>> {
+    s.contains([':', '@', '~']).then(|| {
+        plugin::Range::parse(s)
+            .map(Limit::Range)
+            .map_err(|e| e.to_string())
+    })
 }
 
 fn percent(s: &str) -> Option<Result<Limit, String>> {
@@ -53,7 +72,7 @@ fn percent(s: &str) -> Option<Result<Limit, String>> {
 /// `-w/-c`: `15%`, `2G`, `500M`, `1.5GiB`, `4096B`, `100` (MiB).
 pub fn bytes(s: &str) -> Result<Limit, String> {
     let s = s.trim();
-    if let Some(r) = percent(s) {
+    if let Some(r) = percent(s).or_else(|| range(s)) {
         return r;
     }
     let bad = || {
@@ -82,7 +101,7 @@ pub fn bytes(s: &str) -> Result<Limit, String> {
 /// `-W/-K`: `15%` or a count of inodes.
 pub fn inodes(s: &str) -> Result<Limit, String> {
     let s = s.trim();
-    if let Some(r) = percent(s) {
+    if let Some(r) = percent(s).or_else(|| range(s)) {
         return r;
     }
     s.parse::<u64>()
@@ -110,6 +129,16 @@ mod tests {
         assert_eq!(inodes("10%").unwrap(), Limit::Percent(10.0));
         assert_eq!(inodes("1000").unwrap(), Limit::Amount(1000));
         assert!(inodes("1k").is_err());
+        // The suite's ranges, on the free percentage: negative values as separate arguments.
+        let r = bytes("-10:-2").unwrap();
+        assert!(r.below(50, 100), "a negative range always alerts");
+        assert!(bytes("10:").unwrap().below(9, 100));
+        assert!(!bytes("10:").unwrap().below(10, 100));
+        assert!(bytes("@0:5").unwrap().below(5, 100));
+        assert!(bytes("-10:-20")
+            .unwrap_err()
+            .contains("start is greater than end"));
+        assert_eq!(inodes("~:50").unwrap().used_pct(100), None);
     }
 
     #[test]
@@ -118,11 +147,11 @@ mod tests {
         assert!(l.below(9, 100));
         assert!(!l.below(10, 100));
         assert!(!l.below(0, 0));
-        assert_eq!(l.used_pct(100), 90.0);
+        assert_eq!(l.used_pct(100), Some(90.0));
         let a = Limit::Amount(25);
         assert!(a.below(24, 100));
-        assert_eq!(a.used_pct(100), 75.0);
-        assert_eq!(a.used_pct(10), 0.0);
+        assert_eq!(a.used_pct(100), Some(75.0));
+        assert_eq!(a.used_pct(10), Some(0.0));
         assert_eq!(a.text(true), "25 inodes");
         assert_eq!(Limit::Percent(15.0).text(false), "15%");
     }
