@@ -20,6 +20,7 @@ mod stale_csi_mounts_in_tree;
 mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
+mod talos;
 mod watch_cache;
 
 // The API checks against a real kube-apiserver (tests/control-plane).
