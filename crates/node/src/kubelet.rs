@@ -31,9 +31,41 @@ const NON_PV_PLUGINS: &[&str] = &[
     "kubernetes.io~git-repo",
 ];
 
-/// Volume plugins whose pod mounts hold node-local data: no server, session or remote device
-/// for a mount of theirs to hang on.
-const LOCAL_PLUGINS: &[&str] = &["kubernetes.io~local-volume", "kubernetes.io~host-path"];
+/// The kubelet's in-tree volume plugins on remote storage (a server, a session or a remote
+/// device that can go away), as their directory names it without `kubernetes.io~`.
+const NETWORK_PLUGINS: &[&str] = &[
+    "nfs",
+    "iscsi",
+    "rbd",
+    "cephfs",
+    "glusterfs",
+    "fc",
+    "azure-file",
+    "azure-disk",
+    "aws-ebs",
+    "gce-pd",
+    "cinder",
+    "vsphere-volume",
+    "quobyte",
+    "portworx-volume",
+    "flocker",
+    "scaleio",
+    "storageos",
+    "photon-pd",
+];
+
+/// A FlexVolume driver's directory name, `vendor~driver`, both parts plain names.
+fn is_flex_volume(plugin: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    };
+    match plugin.split_once('~') {
+        Some((vendor, driver)) => vendor != "kubernetes.io" && plain(vendor) && plain(driver),
+        None => false,
+    }
+}
 
 /// The kubelet roots to look under: those given, or each default that exists on the host.
 pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
@@ -115,20 +147,20 @@ pub enum Kind {
 impl Kind {
     /// The plugin of an in-tree (or FlexVolume) volume on remote storage, as the kubelet names it
     /// (`kubernetes.io/nfs`, `kubernetes.io/iscsi`, `kubernetes.io/rbd`, `ceph.rook.io/rook`): a
-    /// pod volume of any plugin but CSI and the node-local ones (`…/volumes/kubernetes.io~nfs/<pv>`),
-    /// or such a plugin's device mount (`plugins/kubernetes.io/iscsi/…`). `None` for CSI mounts,
-    /// subPaths and node-local volumes. These hang on a dead server like a CSI mount does
+    /// pod volume of a known in-tree network plugin (`…/volumes/kubernetes.io~nfs/<pv>`) or of a
+    /// FlexVolume driver (`vendor~driver`), or such a plugin's device mount
+    /// (`plugins/kubernetes.io/iscsi/…`). `None` for CSI mounts, subPaths, node-local volumes and
+    /// a plugin directory it does not know (a mangled name is nobody's network volume). These hang on a dead server like a CSI mount does
     /// (issue 31).
     pub fn in_tree_plugin(&self) -> Option<String> {
         match self {
-            Kind::PodVolume { plugin, .. }
-                if plugin != "kubernetes.io~csi" && !LOCAL_PLUGINS.contains(&plugin.as_str()) =>
-            {
-                Some(plugin.replace('~', "/"))
-            }
-            Kind::PluginDevice { plugin }
-                if !matches!(plugin.as_str(), "local-volume" | "host-path") =>
-            {
+            Kind::PodVolume { plugin, .. } => match plugin.strip_prefix("kubernetes.io~") {
+                Some(p) if NETWORK_PLUGINS.contains(&p) => Some(format!("kubernetes.io/{p}")),
+                Some(_) => None,
+                None if is_flex_volume(plugin) => Some(plugin.replace('~', "/")),
+                None => None,
+            },
+            Kind::PluginDevice { plugin } if NETWORK_PLUGINS.contains(&plugin.as_str()) => {
                 Some(format!("kubernetes.io/{plugin}"))
             }
             _ => None,
@@ -512,6 +544,15 @@ mod tests {
         );
         assert_eq!(
             p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/s"),
+            None
+        );
+        // A mangled plugin directory (a mount table with bad bytes) is nobody's network volume.
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kube\u{fffd}(rnetes.io~csi/pv/mount"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~unknown/pv"),
             None
         );
     }
