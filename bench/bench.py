@@ -118,6 +118,7 @@ def idle(args):
     idle_args = {
         "check_ro_pvc_mounts": ["--kubelet-root", str(empty)],
         "check_stale_csi_mounts": ["--kubelet-root", str(empty)],
+        "check_pv_capacity": ["--kubelet-root", str(empty)],
         "check_iscsi_sessions": [],
         "check_storage_kernel_errors": ["--kmsg", str(OUT / "empty.kmsg")],
         "check_kubelet_nested_ops": ["--log-file", str(OUT / "empty.log")],

@@ -11,9 +11,12 @@
 mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod kubelet_nested_ops;
+mod pv_capacity;
 mod ro_pvc_mounts;
+mod ro_pvc_mounts_issue31;
 mod ro_pvc_mounts_names;
 mod stale_csi_mounts;
+mod stale_csi_mounts_in_tree;
 mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
