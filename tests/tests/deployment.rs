@@ -1052,9 +1052,14 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
     stats(&out, &doc);
     let rendered = std::fs::read_to_string(work.path().join(NRPE_FILE)).unwrap();
     let rendered_cmds = nrpe_commands(&rendered);
+    // The nine checks, and check_stuck_terminating --all-nodes of the cluster host.
     assert_eq!(
         rendered_cmds.keys().collect::<Vec<_>>().len(),
-        ALL_NINE.len(),
+        ALL_NINE.len() + 1,
+        "{rendered}"
+    );
+    assert!(
+        rendered_cmds["check_stuck_terminating_all_nodes"].ends_with(" --all-nodes"),
         "{rendered}"
     );
     assert_eq!(
@@ -1440,8 +1445,9 @@ fn icinga2_commands_match_the_checks_options() {
     }
 }
 
-/// The Icinga 2 definitions validate with the real `icinga2 daemon -C`, in a throwaway config
-/// with a master zone, an agent zone and a host using the example apply rule (command_endpoint).
+/// The Icinga 2 definitions (the CheckCommands and the services file's apply rule) validate with
+/// the real `icinga2 daemon -C`, in a throwaway config with a master zone, an agent zone and a
+/// host using the apply rule (command_endpoint).
 #[test]
 fn icinga2_definitions_validate() {
     let t = "icinga2_definitions_validate";
@@ -1475,9 +1481,13 @@ object Host "node-1" {{
 }}
 object Host "not-an-agent" {{ check_command = "dummy" }}
 include "{}"
+include "{}"
 "#,
             checks.join(", "),
-            include.display()
+            include.display(),
+            workspace_root()
+                .join("icinga2/k8s-storage-services.conf")
+                .display()
         )
     };
     let validate = |include: &Path| {
