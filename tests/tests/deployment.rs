@@ -1630,15 +1630,16 @@ fn rbac_grants_only_what_the_checks_read() {
     assert_eq!(by_kind("RoleBinding").len(), 1);
 }
 
-/// A fresh Debian host (debootstrap minbase with only what Ansible needs to manage it: python3,
-/// python3-apt for check mode's package task, sudo for `become`), made once and cached under
-/// target/ like container_mode.rs's image base.
-fn fresh_host_rootfs() -> PathBuf {
+/// A fresh, minimal Debian host (debootstrap minbase with only what Ansible needs to manage it:
+/// python3, sudo for `become`, and libcap2-bin, the role's one requirement; no python3-apt, so
+/// check mode's package task must do without it), made once and cached under target/ like
+/// container_mode.rs's image base.
+pub(crate) fn fresh_host_rootfs() -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| workspace_root().join("target"));
     let dir = target.join("container-emu/debian-bookworm-fresh");
-    let stamp = "bookworm minbase python3,python3-apt,sudo";
+    let stamp = "bookworm minbase python3,sudo,libcap2-bin";
     let stamp_file = dir.join(".k8s-storage-checks-base");
     if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
         return dir;
@@ -1652,7 +1653,7 @@ fn fresh_host_rootfs() -> PathBuf {
     let st = Command::new("debootstrap")
         .args([
             "--variant=minbase",
-            "--include=python3,python3-apt,sudo",
+            "--include=python3,sudo,libcap2-bin",
             "bookworm",
         ])
         .arg(&tmp)
@@ -1668,7 +1669,7 @@ fn fresh_host_rootfs() -> PathBuf {
 
 /// Every path of a root file system with its type, mode, owner and size (what a run that
 /// changes nothing must leave as it was), leaving out Ansible's own temp files.
-fn tree_listing(root: &Path) -> Vec<String> {
+pub(crate) fn tree_listing(root: &Path) -> Vec<String> {
     let out = Cmd::new("find")
         .arg(root)
         .args([
@@ -1702,8 +1703,8 @@ fn tree_listing(root: &Path) -> Vec<String> {
 }
 
 /// `ansible-playbook --check` of the example playbook, as its README says to run it, against a
-/// fresh host where nothing of the suite (not even NRPE) is installed yet: it must pass, report
-/// what it would install, and change nothing.
+/// fresh, minimal host where nothing of the suite (not even NRPE, not even python3-apt) is
+/// installed yet: it must pass, report what it would install, and change nothing.
 #[test]
 fn example_playbook_in_check_mode_on_a_fresh_host() {
     let t = "example_playbook_in_check_mode_on_a_fresh_host";
@@ -1731,6 +1732,9 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
         "usr/lib/nagios",
         "etc/nagios",
         "etc/sudoers.d/k8s-storage-checks",
+        // Minimal: without python3-apt the apt module cannot run in check mode.
+        "usr/lib/python3/dist-packages/apt_pkg.cpython-311-x86_64-linux-gnu.so",
+        "usr/lib/python3/dist-packages/apt",
     ] {
         assert!(!root.join(p).exists(), "the fresh host has {p}: not fresh");
     }
@@ -1788,7 +1792,8 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
     // It reports the installs it would make: the package, each binary, the NRPE commands.
     let changed = changed_tasks_of(&doc, "fresh-node");
     for task in [
-        "Install the NRPE server package",
+        // Without python3-apt: the missing packages as dpkg tells them.
+        "Install the NRPE server package (check mode without python3-apt, from dpkg)",
         "Copy the binaries from the build directory",
         "Render the NRPE commands file",
         "Create the run directory of the checks",
@@ -1798,6 +1803,12 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
             "--check does not report {task:?}: {changed:?}"
         );
     }
+    assert!(
+        out.stdout
+            .contains("Would install nagios-nrpe-server (python3-apt is missing"),
+        "{}",
+        out.stdout
+    );
     assert!(!checks.is_empty());
     // And it changed nothing.
     let after = tree_listing(&root);
@@ -1810,7 +1821,7 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
 }
 
 /// Names of the tasks that reported a change for `host`.
-fn changed_tasks_of(doc: &Value, host: &str) -> Vec<String> {
+pub(crate) fn changed_tasks_of(doc: &Value, host: &str) -> Vec<String> {
     let mut v = Vec::new();
     for play in doc["plays"].as_array().into_iter().flatten() {
         for t in play["tasks"].as_array().into_iter().flatten() {

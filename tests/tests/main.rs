@@ -43,6 +43,8 @@ mod layers;
 // Shipping it: deployment files, packages, container mode, the engines, the quickstart.
 mod container_mode;
 mod deployment;
+mod role_agents;
+mod icinga2_pair;
 mod engines_icinga;
 mod engines_nagios;
 mod engines_prometheus;
