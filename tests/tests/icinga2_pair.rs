@@ -46,14 +46,7 @@ fn defines(dir: &Path) -> Vec<String> {
 }
 
 fn mkdirs(dir: &Path) {
-    for sub in [
-        "data/certs",
-        "log",
-        "cache",
-        "spool",
-        "run",
-        "etc/zones.d",
-    ] {
+    for sub in ["data/certs", "log", "cache", "spool", "run", "etc/zones.d"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
 }
@@ -181,7 +174,10 @@ fn icinga2_shipped_files_validate_installed_both_ways() {
         )
         .unwrap();
     });
-    assert_ne!(code, 0, "a second copy of the CheckCommands validated:\n{all}");
+    assert_ne!(
+        code, 0,
+        "a second copy of the CheckCommands validated:\n{all}"
+    );
     assert!(
         all.contains("Object 'k8s-storage-checks-common' of type 'CheckCommand' re-defined"),
         "{all}"
@@ -288,9 +284,20 @@ fn certificates(master: &Path, agent: &Path) {
         let p = |ext: &str| certs.join(format!("{cn}.{ext}")).display().to_string();
         pki(
             master,
-            &["new-cert", "--cn", cn, "--key", &p("key"), "--csr", &p("csr")],
+            &[
+                "new-cert",
+                "--cn",
+                cn,
+                "--key",
+                &p("key"),
+                "--csr",
+                &p("csr"),
+            ],
         );
-        pki(master, &["sign-csr", "--csr", &p("csr"), "--cert", &p("crt")]);
+        pki(
+            master,
+            &["sign-csr", "--csr", &p("csr"), "--cert", &p("crt")],
+        );
         std::fs::copy(master.join("data/ca/ca.crt"), certs.join("ca.crt")).unwrap();
     }
 }
@@ -346,8 +353,7 @@ fn result(s: &BTreeMap<String, Value>, name: &str) -> Option<(u8, String, String
 #[test]
 fn icinga2_master_and_agent_in_network_namespaces() {
     let t = "icinga2_master_and_agent_in_network_namespaces";
-    if !need_root(t) || !need_tool(t, "icinga2") || !need_tool(t, "ip") || !need_tool(t, "curl")
-    {
+    if !need_root(t) || !need_tool(t, "icinga2") || !need_tool(t, "ip") || !need_tool(t, "curl") {
         return;
     }
     let started = Instant::now();
@@ -526,7 +532,10 @@ include "{commands}"
     let s = last.clone().unwrap();
     assert_eq!(s.len(), 3, "{s:#?}");
     let (_, _, out) = result(&s, &cluster_svcs[1]).unwrap();
-    assert!(out.contains("on all nodes"), "--all-nodes not passed: {out}");
+    assert!(
+        out.contains("on all nodes"),
+        "--all-nodes not passed: {out}"
+    );
 
     // The worker-04 incident's kubelet loop, appended to the node's log.
     let mut text = String::new();

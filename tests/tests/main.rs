@@ -43,15 +43,15 @@ mod layers;
 // Shipping it: deployment files, packages, container mode, the engines, the quickstart.
 mod container_mode;
 mod deployment;
-mod role_agents;
-mod icinga2_pair;
 mod engines_icinga;
 mod engines_nagios;
 mod engines_prometheus;
 mod from_zero;
+mod icinga2_pair;
 mod multicall;
 mod notify_script;
 mod nrpe_v2;
 mod package;
 mod prometheus_rules;
+mod role_agents;
 mod spec;

@@ -70,7 +70,10 @@ fn booleans_given_as_strings_with_e_act_as_false() {
         on["check_iscsi_sessions"].contains("--min-recovery-timeout 300"),
         "{on:#?}"
     );
-    assert!(on["check_stale_csi_mounts"].contains("--kubeconfig"), "{on:#?}");
+    assert!(
+        on["check_stale_csi_mounts"].contains("--kubeconfig"),
+        "{on:#?}"
+    );
     assert!(on.contains_key("check_watch_cache"), "{on:#?}");
     // The same play with the booleans overridden on the command line, as strings.
     for f in ["false", "no", "0", "False"] {
@@ -172,7 +175,9 @@ print(json.dumps({'bools': bools, 'expressions': len(exprs), 'bad': bad}))
     std::fs::write(&f, broken).unwrap();
     let r = scan(&copy.path().join("role"));
     assert!(
-        r["bad"].to_string().contains("k8s_storage_checks_iscsi_manage"),
+        r["bad"]
+            .to_string()
+            .contains("k8s_storage_checks_iscsi_manage"),
         "{r}"
     );
 }
@@ -202,13 +207,19 @@ fn cluster_checks_only_on_the_named_hosts() {
         &json!({"k8s_storage_checks_cluster_checks_on": ["node-1", "node-2"]}),
         &[],
     );
-    assert_eq!(other.keys().collect::<Vec<_>>(), default.keys().collect::<Vec<_>>());
+    assert_eq!(
+        other.keys().collect::<Vec<_>>(),
+        default.keys().collect::<Vec<_>>()
+    );
     for named in [
         render(
             &json!({"k8s_storage_checks_cluster_checks_on": ["node-1", "localhost"]}),
             &[],
         ),
-        render(&json!({}), &["k8s_storage_checks_cluster_checks_on=node-1,localhost"]),
+        render(
+            &json!({}),
+            &["k8s_storage_checks_cluster_checks_on=node-1,localhost"],
+        ),
     ] {
         for c in cluster {
             assert!(named.contains_key(c), "{c}: {named:#?}");
@@ -224,7 +235,10 @@ fn cluster_checks_only_on_the_named_hosts() {
         assert!(!named["check_stuck_terminating"].contains("--all-nodes"));
     }
     // A host name that only contains the host's name is not it.
-    let near = render(&json!({}), &["k8s_storage_checks_cluster_checks_on=localhost2"]);
+    let near = render(
+        &json!({}),
+        &["k8s_storage_checks_cluster_checks_on=localhost2"],
+    );
     assert!(!near.contains_key("check_watch_cache"), "{near:#?}");
 }
 
@@ -254,11 +268,7 @@ for line in open(os.path.join(role, 'README.md')):
         rows[name] = d
 print(json.dumps({'spec': sorted(spec), 'defaults': defaults, 'rows': rows}, default=str))
 "#;
-    let out = Cmd::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(role())
-        .run();
+    let out = Cmd::new("python3").arg("-c").arg(script).arg(role()).run();
     assert_eq!(out.code, 0, "{out:?}");
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let spec: BTreeSet<&str> = v["spec"]
@@ -444,17 +454,26 @@ fn icinga2_agent_node_gets_no_nrpe_and_node_exporters_directory_is_untouched() {
     let dpkg = chroot(&root, &["dpkg-query", "-W", "nagios-nrpe-server"]);
     assert_ne!(dpkg.code, 0, "NRPE got installed: {dpkg:?}");
     for p in ["etc/nagios", "usr/sbin/nrpe"] {
-        assert!(!root.join(p).exists(), "{p} exists on an Icinga 2 agent node");
+        assert!(
+            !root.join(p).exists(),
+            "{p} exists on an Icinga 2 agent node"
+        );
     }
     let tasks: Vec<String> = doc["plays"][0]["tasks"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| !t["hosts"]["fresh-node"]["skipped"].as_bool().unwrap_or(false))
+        .filter(|t| {
+            !t["hosts"]["fresh-node"]["skipped"]
+                .as_bool()
+                .unwrap_or(false)
+        })
         .filter_map(|t| t["task"]["name"].as_str().map(str::to_string))
         .collect();
     assert!(
-        !tasks.iter().any(|n| n.contains("NRPE") && !n.contains("Restart")),
+        !tasks
+            .iter()
+            .any(|n| n.contains("NRPE") && !n.contains("Restart")),
         "NRPE tasks ran: {tasks:?}"
     );
     // The CheckCommands, ITL style, identical to the shipped file.
@@ -476,7 +495,10 @@ fn icinga2_agent_node_gets_no_nrpe_and_node_exporters_directory_is_untouched() {
     }
     let caps = chroot(
         &root,
-        &["getcap", "/usr/lib/nagios/plugins/check_storage_kernel_errors"],
+        &[
+            "getcap",
+            "/usr/lib/nagios/plugins/check_storage_kernel_errors",
+        ],
     );
     assert!(caps.stdout.contains("cap_syslog"), "{caps:?}");
     let m = std::fs::metadata(plugins.join("check_ro_pvc_mounts")).unwrap();
@@ -541,7 +563,10 @@ fn node_exporter_reads_its_own_and_the_suites_textfile_directory_through_the_glo
     }
     let readme = std::fs::read_to_string(role().join("README.md")).unwrap();
     let flag = "--collector.textfile.directory=/var/lib/prometheus/node-exporter*";
-    assert!(readme.contains(flag), "the README no longer documents {flag}");
+    assert!(
+        readme.contains(flag),
+        "the README no longer documents {flag}"
+    );
     let work = tempfile::tempdir().unwrap();
     let base = work.path().join("var/lib/prometheus");
     for (d, m) in [
