@@ -1053,9 +1053,14 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
     stats(&out, &doc);
     let rendered = std::fs::read_to_string(work.path().join(NRPE_FILE)).unwrap();
     let rendered_cmds = nrpe_commands(&rendered);
+    // Every check, and check_stuck_terminating --all-nodes of the cluster host.
     assert_eq!(
         rendered_cmds.keys().collect::<Vec<_>>().len(),
-        ALL_KNOWN.len(),
+        ALL_KNOWN.len() + 1,
+        "{rendered}"
+    );
+    assert!(
+        rendered_cmds["check_stuck_terminating_all_nodes"].ends_with(" --all-nodes"),
         "{rendered}"
     );
     assert_eq!(
@@ -1441,8 +1446,9 @@ fn icinga2_commands_match_the_checks_options() {
     }
 }
 
-/// The Icinga 2 definitions validate with the real `icinga2 daemon -C`, in a throwaway config
-/// with a master zone, an agent zone and a host using the example apply rule (command_endpoint).
+/// The Icinga 2 definitions (the CheckCommands and the services file's apply rule) validate with
+/// the real `icinga2 daemon -C`, in a throwaway config with a master zone, an agent zone and a
+/// host using the apply rule (command_endpoint).
 #[test]
 fn icinga2_definitions_validate() {
     let t = "icinga2_definitions_validate";
@@ -1476,9 +1482,13 @@ object Host "node-1" {{
 }}
 object Host "not-an-agent" {{ check_command = "dummy" }}
 include "{}"
+include "{}"
 "#,
             checks.join(", "),
-            include.display()
+            include.display(),
+            workspace_root()
+                .join("icinga2/k8s-storage-services.conf")
+                .display()
         )
     };
     let validate = |include: &Path| {
@@ -1621,15 +1631,16 @@ fn rbac_grants_only_what_the_checks_read() {
     assert_eq!(by_kind("RoleBinding").len(), 1);
 }
 
-/// A fresh Debian host (debootstrap minbase with only what Ansible needs to manage it: python3,
-/// python3-apt for check mode's package task, sudo for `become`), made once and cached under
-/// target/ like container_mode.rs's image base.
-fn fresh_host_rootfs() -> PathBuf {
+/// A fresh, minimal Debian host (debootstrap minbase with only what Ansible needs to manage it:
+/// python3, sudo for `become`, and libcap2-bin, the role's one requirement; no python3-apt, so
+/// check mode's package task must do without it), made once and cached under target/ like
+/// container_mode.rs's image base.
+pub(crate) fn fresh_host_rootfs() -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| workspace_root().join("target"));
     let dir = target.join("container-emu/debian-bookworm-fresh");
-    let stamp = "bookworm minbase python3,python3-apt,sudo";
+    let stamp = "bookworm minbase python3,sudo,libcap2-bin";
     let stamp_file = dir.join(".k8s-storage-checks-base");
     if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp) {
         return dir;
@@ -1643,7 +1654,7 @@ fn fresh_host_rootfs() -> PathBuf {
     let st = Command::new("debootstrap")
         .args([
             "--variant=minbase",
-            "--include=python3,python3-apt,sudo",
+            "--include=python3,sudo,libcap2-bin",
             "bookworm",
         ])
         .arg(&tmp)
@@ -1659,7 +1670,7 @@ fn fresh_host_rootfs() -> PathBuf {
 
 /// Every path of a root file system with its type, mode, owner and size (what a run that
 /// changes nothing must leave as it was), leaving out Ansible's own temp files.
-fn tree_listing(root: &Path) -> Vec<String> {
+pub(crate) fn tree_listing(root: &Path) -> Vec<String> {
     let out = Cmd::new("find")
         .arg(root)
         .args([
@@ -1693,8 +1704,8 @@ fn tree_listing(root: &Path) -> Vec<String> {
 }
 
 /// `ansible-playbook --check` of the example playbook, as its README says to run it, against a
-/// fresh host where nothing of the suite (not even NRPE) is installed yet: it must pass, report
-/// what it would install, and change nothing.
+/// fresh, minimal host where nothing of the suite (not even NRPE, not even python3-apt) is
+/// installed yet: it must pass, report what it would install, and change nothing.
 #[test]
 fn example_playbook_in_check_mode_on_a_fresh_host() {
     let t = "example_playbook_in_check_mode_on_a_fresh_host";
@@ -1722,6 +1733,9 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
         "usr/lib/nagios",
         "etc/nagios",
         "etc/sudoers.d/k8s-storage-checks",
+        // Minimal: without python3-apt the apt module cannot run in check mode.
+        "usr/lib/python3/dist-packages/apt_pkg.cpython-311-x86_64-linux-gnu.so",
+        "usr/lib/python3/dist-packages/apt",
     ] {
         assert!(!root.join(p).exists(), "the fresh host has {p}: not fresh");
     }
@@ -1779,7 +1793,8 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
     // It reports the installs it would make: the package, each binary, the NRPE commands.
     let changed = changed_tasks_of(&doc, "fresh-node");
     for task in [
-        "Install the NRPE server package",
+        // Without python3-apt: the missing packages as dpkg tells them.
+        "Install the NRPE server package (check mode without python3-apt, from dpkg)",
         "Copy the binaries from the build directory",
         "Render the NRPE commands file",
         "Create the run directory of the checks",
@@ -1789,6 +1804,12 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
             "--check does not report {task:?}: {changed:?}"
         );
     }
+    assert!(
+        out.stdout
+            .contains("Would install nagios-nrpe-server (python3-apt is missing"),
+        "{}",
+        out.stdout
+    );
     assert!(!checks.is_empty());
     // And it changed nothing.
     let after = tree_listing(&root);
@@ -1801,7 +1822,7 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
 }
 
 /// Names of the tasks that reported a change for `host`.
-fn changed_tasks_of(doc: &Value, host: &str) -> Vec<String> {
+pub(crate) fn changed_tasks_of(doc: &Value, host: &str) -> Vec<String> {
     let mut v = Vec::new();
     for play in doc["plays"].as_array().into_iter().flatten() {
         for t in play["tasks"].as_array().into_iter().flatten() {

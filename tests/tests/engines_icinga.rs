@@ -1,8 +1,8 @@
 //! Icinga 2 end to end, as an operator runs it: the real `icinga2 daemon` (as root, its own
 //! config, state, log and run directories under a temp dir) inside the node's mount namespace,
 //! with Icinga's defaults plus only our shipped files: `icinga2/k8s-storage-checks.conf` (the
-//! CheckCommands, the service template — volatile, flapping off — and the apply rule, executed
-//! through `command_endpoint` on the node's own endpoint) and
+//! CheckCommands), `icinga2/k8s-storage-services.conf` (the service template — volatile, flapping
+//! off — and the apply rule, executed through `command_endpoint` on the node's own endpoint) and
 //! `icinga2/k8s-storage-notifications.conf` (the notification command `nagios/k8s-storage-notify`
 //! and its apply rule), time scaled through the check and retry intervals only.
 //! The REST API (ApiListener with a certificate made by `icinga2 pki new-cert`, on a loopback
@@ -83,9 +83,15 @@ impl Icinga {
         std::fs::copy(certs.join(format!("{NODE}.crt")), certs.join("ca.crt")).unwrap();
         let port = free_port();
         node.quiet_cluster();
-        // The shipped files, with this machine's paths and the scaled intervals.
+        // The shipped files, with this machine's paths and the scaled intervals: the
+        // CheckCommands as they are, the service template and apply rule with the intervals.
+        std::fs::copy(
+            workspace_root().join("icinga2/k8s-storage-checks.conf"),
+            dir.join("k8s-storage-checks.conf"),
+        )
+        .unwrap();
         let mut checks =
-            std::fs::read_to_string(workspace_root().join("icinga2/k8s-storage-checks.conf"))
+            std::fs::read_to_string(workspace_root().join("icinga2/k8s-storage-services.conf"))
                 .unwrap();
         // The shipped template has the documented intervals (README, bench/time_to_alert).
         let doc = Intervals::DOCUMENTED;
@@ -105,11 +111,11 @@ impl Icinga {
         ] {
             assert!(
                 checks.contains(&k),
-                "icinga2/k8s-storage-checks.conf lacks {k:?}"
+                "icinga2/k8s-storage-services.conf lacks {k:?}"
             );
             checks = checks.replace(&k, &v);
         }
-        std::fs::write(dir.join("k8s-storage-checks.conf"), checks).unwrap();
+        std::fs::write(dir.join("k8s-storage-services.conf"), checks).unwrap();
         let notify = dir.join("k8s-storage-notify");
         std::fs::copy(notify_script(), &notify).unwrap();
         let notifications = std::fs::read_to_string(
@@ -151,6 +157,7 @@ const ZoneName = "{NODE}"
 include <itl>
 include <plugins>
 include "{d}/k8s-storage-checks.conf"
+include "{d}/k8s-storage-services.conf"
 include "{d}/k8s-storage-notifications.conf"
 
 object Endpoint NodeName {{ }}
@@ -711,9 +718,11 @@ fn icinga2_pages_for_every_incident_and_recovers() {
 }
 
 /// The fleet layout validates with the real `icinga2 daemon -C`: `icinga2/zones.conf.example`
-/// (master, satellite, agents), the CheckCommands, service template and apply rule, and the
-/// notifications, with the example's hosts (a node in the satellite's zone, the cluster) and an
-/// on-call user: one service per listed check, one notification per service.
+/// (master, satellite, agents), the CheckCommands, the service template and apply rule, the
+/// example hosts as shipped (`k8s-storage-hosts.conf.example`: a node and the cluster, each with
+/// the zone its command_endpoint services need) and the notifications, with an on-call user:
+/// one service per listed check (seven on the node, three on the cluster), one notification per
+/// service.
 #[test]
 fn icinga2_zones_example_and_notifications_validate() {
     let t = "icinga2_zones_example_and_notifications_validate";
@@ -722,16 +731,8 @@ fn icinga2_zones_example_and_notifications_validate() {
     }
     let work = tempfile::tempdir().unwrap();
     let root = workspace_root().join("icinga2");
-    let node_checks: Vec<String> = ALL_CHECKS
-        .iter()
-        .filter(|c| !CLUSTER_CHECKS.contains(c))
-        .map(|c| format!("\"{}\"", svc_of(c)))
-        .collect();
-    let cluster_checks: Vec<String> = CLUSTER_CHECKS
-        .iter()
-        .map(|c| format!("\"{}\"", svc_of(c)))
-        .collect();
     let cfg = work.path().join("icinga2.conf");
+    let include = |f: &str| format!("include \"{}\"\n", root.join(f).display());
     std::fs::write(
         &cfg,
         format!(
@@ -740,31 +741,14 @@ const NodeName = "icinga-master"
 const ZoneName = "master"
 include <itl>
 include <plugins>
-include "{zones}"
-include "{checks}"
-include "{notifications}"
-object NotificationComponent "notification" {{ }}
-object Host "node-1" {{
-  check_command = "dummy"
-  zone = "prod"
-  vars.agent_endpoint = name
-  vars.k8s_storage_checks = [ {node_checks} ]
-  vars.k8s_stuck_scheduled_node = name
-  vars.k8s_stuck_terminating_node = name
-}}
-object Host "prod-cluster" {{
-  check_command = "dummy"
-  zone = "prod"
-  vars.agent_endpoint = "node-1"
-  vars.k8s_storage_checks = [ {cluster_checks} ]
-}}
+{zones}{checks}{services}{hosts}{notifications}object NotificationComponent "notification" {{ }}
 object User "alice" {{ email = "alice@example.org"; groups = [ "k8s-storage-oncall" ] }}
 "#,
-            zones = root.join("zones.conf.example").display(),
-            checks = root.join("k8s-storage-checks.conf").display(),
-            notifications = root.join("k8s-storage-notifications.conf").display(),
-            node_checks = node_checks.join(", "),
-            cluster_checks = cluster_checks.join(", "),
+            zones = include("zones.conf.example"),
+            checks = include("k8s-storage-checks.conf"),
+            services = include("k8s-storage-services.conf"),
+            hosts = include("k8s-storage-hosts.conf.example"),
+            notifications = include("k8s-storage-notifications.conf"),
         ),
     )
     .unwrap();
@@ -774,10 +758,12 @@ object User "alice" {{ email = "alice@example.org"; groups = [ "k8s-storage-onca
         .run();
     let all = format!("{}{}", out.stdout, out.stderr);
     assert_eq!(out.code, 0, "icinga2 daemon -C:\n{all}");
-    let n = ALL_CHECKS.len();
+    // The node's seven checks and the cluster's three (stuck_terminating with --all-nodes).
+    let n = ALL_CHECKS.len() - CLUSTER_CHECKS.len() + 3;
     assert!(
         all.contains(&format!("Instantiated {n} Services"))
-            && all.contains(&format!("Instantiated {n} Notifications")),
+            && all.contains(&format!("Instantiated {n} Notifications"))
+            && all.contains("Instantiated 2 Hosts"),
         "one service and one notification per check:\n{all}"
     );
     assert!(!all.contains("warning/"), "{all}");

@@ -36,6 +36,8 @@ const CHECK_DUMMY: &str = "/usr/lib/nagios/plugins/check_dummy";
 const HOST: &str = NODE;
 const CLUSTER: &str = "prod-cluster";
 const CLUSTER_CHECKS: [&str; 2] = ["check_jiva_rep_crashloop", "check_watch_cache"];
+/// The cluster host's check_stuck_terminating over every node (NRPE command of the cluster node).
+const CLUSTER_ALL_NODES: &str = "check_stuck_terminating_all_nodes";
 
 struct Nagios {
     dir: PathBuf,
@@ -259,8 +261,8 @@ define contact {{
         );
         assert!(
             v.stdout
-                .contains(&format!("Checked {} services.", ALL_CHECKS.len())),
-            "one service per check (seven per node, two per cluster):\n{}",
+                .contains(&format!("Checked {} services.", ALL_CHECKS.len() + 1)),
+            "one service per check (seven per node, three per cluster: {CLUSTER_ALL_NODES} too):\n{}",
             v.stdout
         );
 
@@ -321,7 +323,7 @@ define contact {{
                 HOST
             };
             self.state(host, c) == Some((0, true))
-        })
+        }) && self.state(CLUSTER, CLUSTER_ALL_NODES) == Some((0, true))
     }
 
     fn pages(&self) -> Vec<Page> {

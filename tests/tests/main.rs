@@ -51,11 +51,13 @@ mod engines_icinga;
 mod engines_nagios;
 mod engines_prometheus;
 mod from_zero;
+mod icinga2_pair;
 mod multicall;
 mod notify_script;
 mod nrpe_v2;
 mod package;
 mod prometheus_rules;
+mod role_agents;
 mod spec;
 
 // Issue 26: the docs hold to the programs (commands, options, links, runbooks).
