@@ -136,17 +136,23 @@ fn blocks(report: &Report, verbosity: u8, debug: &[String]) -> Vec<Block> {
         for d in &f.details {
             lines.push(format!("    {}", sanitize(d)));
         }
+        if verbosity >= 1 {
+            for e in &f.evidence {
+                lines.push(format!("    evidence: {}", sanitize(e)));
+            }
+        }
+        // Last: the step to take. Its commands carry no `|` (see `crate::next`), so the
+        // sanitiser leaves them as they are to be pasted.
+        if let Some(n) = f.next_line() {
+            lines.push(format!("    next: {}", sanitize(&n)));
+        }
         out.push(Block::Finding(lines));
     }
     for n in &report.notes {
         out.push(Block::Note(sanitize(n)));
     }
     if verbosity >= 2 {
-        out.extend(
-            debug
-                .iter()
-                .map(|d| Block::Debug(format!("debug: {}", sanitize(d)))),
-        );
+        out.extend(debug.iter().map(|d| Block::Debug(sanitize(d))));
     }
     out
 }
@@ -166,7 +172,7 @@ fn more_count(rest: &[Block], unit: Option<(&str, &str)>) -> String {
     for (k, one, many) in [
         (f, one, many),
         (n, "note", "notes"),
-        (d, "debug line", "debug lines"),
+        (d, "verbose line", "verbose lines"),
     ] {
         if k > 0 {
             let more = if parts.is_empty() { "more " } else { "" };
@@ -505,11 +511,20 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         }
         keys.insert(labels.clone());
         lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
-        if !names.is_empty() {
-            let mut l = labels;
-            for (k, v) in names {
-                let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
-            }
+        // The names, the runbook and the next step: all of them may change from run to run
+        // (a lookup that failed, a step naming a pod), so they are kept off the finding series.
+        let extra = !names.is_empty() || !f.runbook.is_empty() || f.next.is_some();
+        let mut l = labels;
+        for (k, v) in names {
+            let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
+        }
+        if !f.runbook.is_empty() {
+            let _ = write!(l, ",runbook=\"{}\"", prom_escape(&f.runbook));
+        }
+        if let Some(n) = f.next_line() {
+            let _ = write!(l, ",next=\"{}\"", prom_escape(&n));
+        }
+        if extra {
             info.push(format!("{FINDING_INFO_METRIC}{{{l}}} 1"));
         }
     }
@@ -527,7 +542,7 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
     if !info.is_empty() {
         let _ = writeln!(
             out,
-            "# HELP {FINDING_INFO_METRIC} The names (namespace, pvc, pod) of a {FINDING_METRIC} series' volume as resolved this run, with that series' labels; absent when the names could not be looked up."
+            "# HELP {FINDING_INFO_METRIC} What a {FINDING_METRIC} series' finding says beyond its identity, with that series' labels: the names (namespace, pvc, pod) of its volume as resolved this run (absent when they could not be looked up), its runbook and its next step (the next: line)."
         );
         let _ = writeln!(out, "# TYPE {FINDING_INFO_METRIC} gauge");
         for l in info {
@@ -563,7 +578,10 @@ mod tests {
             "/p/kubernetes.io~csi/x"
         );
         assert_eq!(shell_quote("~root"), "'~root'");
-        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        assert_eq!(
+            shell_quote("$(id)`id`"),
+            r#"'$(id)'"$(printf '\140')"'id'"$(printf '\140')"''"#
+        );
         // What a shell makes of the quoted word is the original, whatever it holds.
         for s in [
             "/a'b",
@@ -574,6 +592,7 @@ mod tests {
             "a\\'b",
             "$HOME *",
             "/p/\u{e9}",
+            "a|b`c",
         ] {
             let out = std::process::Command::new("sh")
                 .arg("-c")
@@ -969,11 +988,13 @@ mod tests {
                 r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc"} 1"#,
             ]
         );
-        // The names of the volume are in the info series, with the finding series' labels.
+        // The names of the volume, the runbook and the next step are in the info series, with
+        // the finding series' labels.
         assert_eq!(
             series(&out, FINDING_INFO_METRIC),
             [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config"} 1"#,
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#,
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc",runbook="docs/runbooks/fs_errors.md",next="see the runbook — runbook: docs/runbooks/fs_errors.md"} 1"#,
             ]
         );
         assert!(
@@ -1021,12 +1042,25 @@ mod tests {
         assert_eq!(
             series(&a, FINDING_INFO_METRIC),
             [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",namespace="media",pod="radarr-0",pvc="radarr-config"} 1"#
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",namespace="media",pod="radarr-0",pvc="radarr-config",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#
             ]
         );
-        assert!(series(&b, FINDING_INFO_METRIC).is_empty());
+        // Without the names, the info series still carries the runbook and the step.
+        assert_eq!(
+            series(&b, FINDING_INFO_METRIC),
+            [
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#
+            ]
+        );
+        // A finding with nothing beyond its identity has no info series (and no HELP/TYPE for
+        // an empty family).
+        let r = Report::new(Status::Critical, "x").finding(
+            Finding::new(Status::Critical, "read-only").subject(Subject::new().pv("pvc-1")),
+        );
+        let c = render(&r, Format::Prometheus, &opts_cap(100));
+        assert!(series(&c, FINDING_INFO_METRIC).is_empty());
         assert!(
-            !b.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
+            !c.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
             "no HELP/TYPE for an empty family"
         );
         // A stuck pod: namespace and pod are what the finding is about.
@@ -1042,7 +1076,12 @@ mod tests {
                 r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1"} 2"#
             ]
         );
-        assert!(series(&out, FINDING_INFO_METRIC).is_empty());
+        assert_eq!(
+            series(&out, FINDING_INFO_METRIC),
+            [
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1",runbook="docs/runbooks/stuck_no_status.md",next="see the runbook — runbook: docs/runbooks/stuck_no_status.md"} 1"#
+            ]
+        );
     }
 
     /// The info series follow the finding series' cap: never more of them than finding series.
