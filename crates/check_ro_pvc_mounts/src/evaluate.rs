@@ -292,8 +292,24 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
             if *mro { " (ro bind)" } else { "" }
         ));
     }
+    // The evidence (-v): what the verdict rests on.
+    if !v.block_mode {
+        f = f.evidence(format!(
+            "filesystem options (superblock): {}",
+            v.super_options
+        ));
+    }
+    if let Some(p) = &v.probe {
+        f = f.evidence(format!("probe of the mount point: {}", p.describe()));
+    }
+    if let Some(ro) = v.block_ro {
+        f = f.evidence(format!(
+            "block device read-only flag: {}",
+            if ro { "set" } else { "not set" }
+        ));
+    }
     if status != Status::Ok {
-        f = f.detail(next_step(v, status, names, data.node_name.as_deref()));
+        f = f.next(next_step(v, status, names, data.node_name.as_deref()));
     }
     f
 }
@@ -305,9 +321,8 @@ fn summary(t: &Tally, n: usize) -> String {
         "no PV mounts on this node".to_string()
     } else if !ro.is_empty() {
         let mut s = format!(
-            "{} of {} PV filesystems read-only: {}",
-            ro.len(),
-            n,
+            "{} read-only: {}",
+            plugin::count_of(ro.len(), n, "PV filesystem", "PV filesystems"),
             ro.join(", ")
         );
         if !errs.is_empty() {
@@ -320,13 +335,16 @@ fn summary(t: &Tally, n: usize) -> String {
         s
     } else if !errs.is_empty() {
         format!(
-            "{} of {} PV filesystems have recorded errors: {}",
-            errs.len(),
-            n,
+            "{} {} recorded errors: {}",
+            plugin::count_of(errs.len(), n, "PV filesystem", "PV filesystems"),
+            if errs.len() == 1 { "has" } else { "have" },
             errs.join(", ")
         )
     } else if unexplained.is_empty() {
-        format!("{n} PV filesystems writable")
+        format!(
+            "{} writable",
+            plugin::count(n, "PV filesystem", "PV filesystems")
+        )
     } else {
         String::new()
     };
@@ -334,9 +352,8 @@ fn summary(t: &Tally, n: usize) -> String {
         return summary;
     }
     let u = format!(
-        "{} of {} PV filesystems read-only at the filesystem with no error recorded (intent unknown): {}",
-        unexplained.len(),
-        n,
+        "{} read-only at the filesystem with no error recorded (intent unknown): {}",
+        plugin::count_of(unexplained.len(), n, "PV filesystem", "PV filesystems"),
         unexplained.join(", ")
     );
     if summary.is_empty() {
@@ -365,12 +382,14 @@ fn note_denied(r: &mut Report, data: &NodeData) {
     r.raise(Status::Unknown);
     if r.status == Status::Unknown {
         r.summary = format!(
-            "{denied} of {n} PV mount points could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+            "{} could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+            plugin::count_of(denied, n, "PV mount point", "PV mount points"),
             r.summary
         );
     }
     r.notes.push(format!(
-        "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
+        "{} could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)",
+        plugin::count(denied, "PV mount point", "PV mount points")
     ));
 }
 
