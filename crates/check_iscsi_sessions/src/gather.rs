@@ -45,10 +45,17 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
     if has_disks {
         let mi = o.mountinfo.path(&host);
         ctx.stage(format!("reading {}", mi.display()));
-        ctx.debug(format!("kubelet roots: {roots:?}"));
+        ctx.debug(format!(
+            "kubelet roots: {}",
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         let usage = DeviceUsage::read(&mi, &roots, Scope::All);
         if let Ok(u) = &usage {
-            ctx.debug(format!("read {} mounts from {}", u.len(), mi.display()));
+            ctx.input(format!("read {} mounts from {}", u.len(), mi.display()));
         }
         g.mounts = Some(usage);
     }

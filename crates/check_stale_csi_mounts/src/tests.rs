@@ -817,7 +817,9 @@ fn umount_hint_quotes_a_hostile_path() {
         .find(|d| d.starts_with("on worker-04: `sudo umount "))
         .unwrap_or_else(|| panic!("an umount hint: {r:?}"));
     assert!(
-        hint.starts_with("on worker-04: `sudo umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #'` "),
+        hint.starts_with(
+            "on worker-04: `sudo umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #'` "
+        ),
         "{hint}"
     );
 }

@@ -7,6 +7,7 @@
 pub mod classify;
 mod evaluate;
 mod gather;
+mod next;
 
 pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event, Holding};
 pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgState};
