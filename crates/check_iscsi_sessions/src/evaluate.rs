@@ -314,7 +314,12 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     let summary = summary(data, &sessions, &mut found);
     let mut r = Report::new(status, summary).unit("session", "sessions");
     r = perfdata(r, &sessions, policy, found.unhealthy);
-    for f in found.findings {
+    for mut f in found.findings {
+        if f.status != Status::Ok {
+            let pods_node = pods_node(&f, names);
+            let step = crate::next::step(&f, data.node_name.as_deref(), pods_node.as_deref());
+            f = f.next(step);
+        }
         r = r.finding(f);
     }
     if excluded > 0 {
@@ -333,4 +338,14 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     }
     r.sort_findings();
     r
+}
+
+/// The node the pods of a finding's volume run on, when the API named exactly one.
+fn pods_node(f: &Finding, names: &Names) -> Option<String> {
+    let (ns, pod) = (f.subject.namespace.as_deref()?, f.subject.pod.as_deref()?);
+    names
+        .pods
+        .values()
+        .find(|p| p.namespace == ns && p.name == pod)
+        .and_then(|p| p.node.clone())
 }

@@ -12,6 +12,8 @@ pub struct Gathered {
     /// `None`: not read (no block device to map). `Some(Err)`: unreadable (a note, not an alert).
     /// The map classifies kubelet volume mounts under the kubelet roots it was read with.
     pub mounts: Option<Result<DeviceUsage, String>>,
+    /// This host's name ($NODE_NAME in container mode), for the next steps.
+    pub node_name: Option<String>,
 }
 
 /// All I/O: the session class, then (only when there are disks) the mount table.
@@ -40,6 +42,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
         .any(|s| s.block_devices().next().is_some());
     let mut g = Gathered {
         sessions,
+        node_name: host.hostname(),
         ..Default::default()
     };
     if has_disks {

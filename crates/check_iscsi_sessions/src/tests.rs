@@ -76,6 +76,7 @@ fn data(sessions: Vec<Session>) -> Gathered {
             sessions,
         },
         mounts: None,
+        node_name: Some("k8s03".into()),
     }
 }
 
