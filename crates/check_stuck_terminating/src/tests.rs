@@ -305,10 +305,9 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
         .insert(UID.into(), vec![format!("{k}/pods/{UID}/volumes/x/my vol")]);
     let r = evaluate(&d, &policy(&[]), now());
     assert!(
-        r.findings[0]
-            .next
-            .as_deref()
-            .is_some_and(|x| x.contains(&format!("`sudo umount '{k}/pods/{UID}/volumes/x/my vol'`"))),
+        r.findings[0].next.as_deref().is_some_and(
+            |x| x.contains(&format!("`sudo umount '{k}/pods/{UID}/volumes/x/my vol'`"))
+        ),
         "{:?}",
         r.findings[0]
     );
