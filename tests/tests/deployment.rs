@@ -367,7 +367,7 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
         // capability (without it: EACCES, see the cap-less copy below).
         "check_ro_pvc_mounts" => {
             out.assert_status(&name, 0);
-            assert!(line.contains("1 PV filesystems writable"), "{line}");
+            assert!(line.contains("1 PV filesystem writable"), "{line}");
         }
         // The same PV mount, readable thanks to the capability, cross-checked through the
         // installed kubeconfig: its pod UID is no pod of NODE on the API server, so it is an

@@ -48,6 +48,7 @@ mod engines_nagios;
 mod engines_prometheus;
 mod from_zero;
 mod multicall;
+mod next_steps;
 mod notify_script;
 mod nrpe_v2;
 mod package;

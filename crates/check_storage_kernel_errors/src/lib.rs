@@ -90,6 +90,10 @@ pub struct Opts {
     /// Names an operator knows: pods and claims of the volumes the errors hit
     #[command(flatten)]
     pub names: kube::NamesArgs,
+
+    /// The node named in findings and next steps
+    #[command(flatten)]
+    pub node: kube::NodeArg,
 }
 
 /// The decision's parameters, built from the options.

@@ -316,7 +316,18 @@ impl Finding {
     /// The next step: prose with commands between backticks ([`crate::next::cmd`]); the
     /// `next:` line adds the runbook.
     pub fn next(mut self, step: impl Into<String>) -> Self {
-        self.next = Some(step.into());
+        let step = step.into();
+        debug_assert!(
+            crate::next::commands(&step)
+                .iter()
+                .all(|c| crate::next::is_pasteable(c)),
+            "a command of this step is not pasteable as printed: {step:?}"
+        );
+        debug_assert!(
+            step.matches('`').count() % 2 == 0,
+            "unpaired backtick: {step:?}"
+        );
+        self.next = Some(step);
         self
     }
     /// A runbook other than the signal's own page.
