@@ -888,6 +888,78 @@ mod tests {
         assert!(!out.contains("NRPE v2"));
     }
 
+    /// Issue 26: the step is a finding's last line in text, ends with the runbook, and is the
+    /// same string in JSON (`next`, beside `runbook`); evidence shows from -v, in JSON always.
+    #[test]
+    fn next_step_and_runbook_in_text_and_json() {
+        let f = Finding::new(Status::Critical, "pvc-a read-only")
+            .signal("remounted_ro")
+            .subject(Subject::new().node("k8s02").pv("pvc-a"))
+            .next(format!("on k8s02: {} first", crate::next::cordon("k8s02")))
+            .evidence("filesystem options (superblock): ro")
+            .detail("mount: /m");
+        let r = Report::new(Status::Critical, "x").finding(f);
+        let out = render(&r, Format::Nagios, &opts(4096, 0));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[1..],
+            [
+                "[CRITICAL] pvc-a read-only",
+                "    mount: /m",
+                "    next: on k8s02: `kubectl cordon k8s02` first — runbook: docs/runbooks/remounted_ro.md"
+            ]
+        );
+        let out = render(&r, Format::Nagios, &opts(4096, 1));
+        assert!(
+            out.contains(
+                "    mount: /m\n    evidence: filesystem options (superblock): ro\n    next: "
+            ),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json, &opts(4096, 0))).unwrap();
+        let f = &v["findings"][0];
+        assert_eq!(f["runbook"], "docs/runbooks/remounted_ro.md");
+        assert_eq!(
+            f["next"],
+            "on k8s02: `kubectl cordon k8s02` first — runbook: docs/runbooks/remounted_ro.md"
+        );
+        assert_eq!(f["evidence"][0], "filesystem options (superblock): ro");
+        // An OK finding has no step; a non-OK one without a step still names its runbook.
+        let ok = Finding::new(Status::Ok, "fine").signal("writable");
+        assert_eq!(ok.next_line(), None);
+        let bare = Finding::new(Status::Warning, "odd").signal("fs_errors");
+        assert_eq!(
+            bare.next_line().as_deref(),
+            Some("see the runbook — runbook: docs/runbooks/fs_errors.md")
+        );
+        assert_eq!(
+            Finding::new(Status::Warning, "x")
+                .signal("a")
+                .runbook("docs/runbooks/b.md")
+                .signal("a")
+                .runbook,
+            "docs/runbooks/b.md"
+        );
+    }
+
+    #[test]
+    fn count_nouns() {
+        assert_eq!(
+            crate::count(1, "PV filesystem", "PV filesystems"),
+            "1 PV filesystem"
+        );
+        assert_eq!(
+            crate::count(0, "PV filesystem", "PV filesystems"),
+            "0 PV filesystems"
+        );
+        assert_eq!(
+            crate::count_of(1, 14, "PV filesystem", "PV filesystems"),
+            "1 of 14 PV filesystems"
+        );
+        assert_eq!(crate::count_of(1, 1, "pod", "pods"), "1 of 1 pod");
+    }
+
     #[test]
     fn max_output_smaller_than_first_line_keeps_first_line_whole() {
         let out = render(&sample(), Format::Nagios, &opts(10, 0));

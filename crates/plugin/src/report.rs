@@ -303,10 +303,11 @@ impl Finding {
     /// Sets the runbook to `docs/runbooks/<signal>.md` unless one was set with [`Self::runbook`].
     pub fn signal(mut self, s: &'static str) -> Self {
         debug_assert!(is_snake_case(s), "signal {s:?} is not snake_case");
-        self.signal = s;
-        if self.runbook.is_empty() || self.runbook.starts_with("docs/runbooks/") {
+        // The signal's own page, unless a runbook was set on purpose.
+        if self.runbook.is_empty() || self.runbook == runbook_of(self.signal) {
             self.runbook = runbook_of(s);
         }
+        self.signal = s;
         self
     }
     pub fn subject(mut self, s: Subject) -> Self {
