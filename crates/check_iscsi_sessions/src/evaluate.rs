@@ -120,10 +120,16 @@ fn expectations(data: &Gathered, sessions: &[&Session], policy: &Policy, found: 
         };
         found.add(
             Status::Critical,
-            format!("{n} session(s), expected at least {min}"),
+            format!(
+                "{}, expected at least {min}",
+                plugin::count(n, "session", "sessions")
+            ),
             Finding::new(
                 Status::Critical,
-                format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
+                format!(
+                    "{}, fewer than --min-sessions {min}{why}",
+                    plugin::count(n, "iSCSI session", "iSCSI sessions")
+                ),
             )
             .signal("too_few_sessions"),
         );
@@ -293,7 +299,8 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
             .map(|s| s.targetname.value().unwrap_or(s.name.as_str()))
             .collect();
         return Report::unknown(format!(
-            "--include/--exclude matched none of the {excluded} iSCSI session(s) ({}{})",
+            "--include/--exclude matched none of the {} ({}{})",
+            plugin::count(excluded, "iSCSI session", "iSCSI sessions"),
             names.join(", "),
             if excluded > 5 { ", …" } else { "" }
         ));
@@ -324,7 +331,8 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     }
     if excluded > 0 {
         r = r.note(format!(
-            "{excluded} session(s) skipped by --include/--exclude"
+            "{} skipped by --include/--exclude",
+            plugin::count(excluded, "session", "sessions")
         ));
     }
     let disks: usize = sessions.iter().map(|s| s.block_devices().count()).sum();

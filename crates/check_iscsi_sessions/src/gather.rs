@@ -31,10 +31,14 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
     }
     let sessions = node::iscsi::read(&sys).map_err(Unknown)?;
     ctx.debug(format!(
-        "read {} iSCSI session(s) under {} (class present: {})",
-        sessions.sessions.len(),
+        "read {} under {}{}",
+        plugin::count(sessions.sessions.len(), "iSCSI session", "iSCSI sessions"),
         sys.display(),
-        sessions.class_present
+        if sessions.class_present {
+            ""
+        } else {
+            " (no iSCSI transport class there)"
+        }
     ));
     let has_disks = sessions
         .sessions

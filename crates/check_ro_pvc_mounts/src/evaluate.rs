@@ -41,7 +41,10 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
     let has = |o: &str| v.super_options.split(',').any(|x| x == o);
     let errors = v.ext4_errors.as_ref().filter(|e| e.count > 0);
     let err_text = errors.map(|e| {
-        let mut s = format!("{} ext4 error(s) recorded", e.count);
+        let mut s = format!(
+            "{} recorded",
+            plugin::count(e.count as usize, "ext4 error", "ext4 errors")
+        );
         if let Some(t) = e.first_error_time {
             s.push_str(&format!(", first at {}", fsstate::utc(t)));
         }

@@ -282,8 +282,8 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
     }
     if data.overwritten > 0 {
         report = report.note(format!(
-            "{} time(s) records were overwritten in the ring buffer while reading",
-            data.overwritten
+            "records were overwritten in the ring buffer while reading ({})",
+            plugin::count(data.overwritten as usize, "time", "times")
         ));
     }
     for f in findings {
