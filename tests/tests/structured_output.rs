@@ -177,22 +177,35 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
         for (k, val) in f["subject"].as_object().unwrap() {
             m.insert(k.clone(), val.as_str().unwrap().to_string());
         }
+        // Issue 26: the runbook and the next step, the same as JSON's, in the info series.
+        for k in ["runbook", "next"] {
+            let v = f[k]
+                .as_str()
+                .unwrap_or_else(|| panic!("a non-OK finding without {k}: {f}"));
+            m.insert(k.into(), v.to_string());
+        }
         if !want.contains(&m) {
             want.push(m);
         }
     }
     let got = sample(prom, FINDING);
-    // A volume's names (namespace, pvc, pod) are in the info series, with the finding's labels.
+    // A volume's names (namespace, pvc, pod), the runbook and the next step are in the info
+    // series, with the finding's labels.
     let info = sample(prom, "k8s_storage_check_finding_info");
     let mut got_labels: Vec<_> = got
         .iter()
         .map(|(l, _)| {
             let mut all = l.clone();
             for (i, _) in &info {
-                if i.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "namespace" | "pvc" | "pod"))
-                    .eq(l.iter())
-                {
+                let same = l.iter().all(|(k, v)| i.get(k) == Some(v))
+                    && i.keys().all(|k| {
+                        l.contains_key(k)
+                            || matches!(
+                                k.as_str(),
+                                "namespace" | "pvc" | "pod" | "runbook" | "next"
+                            )
+                    });
+                if same {
                     all.extend(i.clone());
                 }
             }
