@@ -312,7 +312,14 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
         ));
     }
     if status != Status::Ok {
-        f = f.next(next_step(v, status, names, data.node_name.as_deref()));
+        let still_writable = matches!(verdict, Verdict::Errors(_));
+        f = f.next(next_step(
+            v,
+            status,
+            still_writable,
+            names,
+            data.node_name.as_deref(),
+        ));
     }
     f
 }

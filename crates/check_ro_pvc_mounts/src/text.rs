@@ -37,7 +37,13 @@ pub(crate) fn target_node(v: &Volume, names: &Names, node: Option<&str>) -> Opti
 /// The next step for a non-OK volume, paste-safe: cordon the node so nothing new lands on it,
 /// delete the pods so they remount elsewhere, find what broke under the filesystem, and
 /// uncordon once the node's storage works again.
-pub(crate) fn next_step(v: &Volume, status: Status, names: &Names, node: Option<&str>) -> String {
+pub(crate) fn next_step(
+    v: &Volume,
+    status: Status,
+    still_writable: bool,
+    names: &Names,
+    node: Option<&str>,
+) -> String {
     use plugin::next::{cmd, cordon, sh, uncordon};
     let node = target_node(v, names, node);
     let n = node.as_deref().unwrap_or("NODE");
@@ -82,7 +88,14 @@ pub(crate) fn next_step(v: &Volume, status: Status, names: &Names, node: Option<
         .as_deref()
         .map(|n| format!("on {n}: "))
         .unwrap_or_default();
-    if status == Status::Critical {
+    if still_writable {
+        // Errors recorded, the filesystem still writes: find the cause before it turns read-only.
+        format!(
+            "{under}; if errors keep coming, move its pods before the kernel stops writes: {on}{}, then {delete}; once its storage works again: {}",
+            cordon(n),
+            uncordon(n)
+        )
+    } else if status == Status::Critical {
         format!(
             "{on}{} first, then {delete}; {under}; once its storage works again: {}",
             cordon(n),
