@@ -356,6 +356,10 @@ pub fn split_names(s: &crate::Subject) -> (Labels<'_>, Labels<'_>) {
         .partition(|(k, _)| !(volume && NAME_LABELS.contains(k)))
 }
 
+/// The bytes of `next` labels one answer carries at most (worst findings first): a node with
+/// thousands of findings keeps its textfile small; the findings past it keep their `runbook`.
+pub const NEXT_LABELS_MAX: usize = 16 * 1024;
+
 /// How many non-OK findings were not exported as series because of the cap.
 pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 /// Non-OK findings per state, all of them (exported or not).
@@ -489,6 +493,7 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
     let mut info = Vec::new();
     let mut keys = std::collections::HashSet::new();
     let mut omitted = 0usize;
+    let mut next_budget = NEXT_LABELS_MAX;
     for f in &bad {
         let mut labels = format!(
             "check=\"{check}\",state=\"{}\"",
@@ -513,15 +518,19 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
         // The names, the runbook and the next step: all of them may change from run to run
         // (a lookup that failed, a step naming a pod), so they are kept off the finding series.
-        let extra = !names.is_empty() || !f.runbook.is_empty() || f.next.is_some();
+        // The step within the answer's budget for steps, worst findings first; past it a
+        // finding's runbook is still its signal's page (`docs/runbooks/<signal>.md`).
+        let next = f.next_line().filter(|n| n.len() <= next_budget);
+        let extra = !names.is_empty() || next.is_some();
         let mut l = labels;
         for (k, v) in names {
             let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
         }
-        if !f.runbook.is_empty() {
+        if extra && !f.runbook.is_empty() {
             let _ = write!(l, ",runbook=\"{}\"", prom_escape(&f.runbook));
         }
-        if let Some(n) = f.next_line() {
+        if let Some(n) = next {
+            next_budget -= n.len();
             let _ = write!(l, ",next=\"{}\"", prom_escape(&n));
         }
         if extra {
@@ -1154,6 +1163,32 @@ mod tests {
                 r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1",runbook="docs/runbooks/stuck_no_status.md",next="see the runbook — runbook: docs/runbooks/stuck_no_status.md"} 1"#
             ]
         );
+    }
+
+    /// The next steps in the info series stop at NEXT_LABELS_MAX bytes, worst first (a finding
+    /// past it with no names has no info series: its runbook is its signal's page).
+    #[test]
+    fn prometheus_next_labels_are_bounded() {
+        let mut r = Report::new(Status::Critical, "x");
+        for i in 0..100 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("c{i}"))
+                    .signal("emergency_ro")
+                    .subject(Subject::new().pv(format!("p{i}")))
+                    .next(format!(
+                        "{} {}",
+                        "x".repeat(1000),
+                        crate::next::cordon("k8s02")
+                    )),
+            );
+        }
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        let info = series(&out, FINDING_INFO_METRIC);
+        assert!(info.len() >= 14 && info.len() < 17, "{}", info.len());
+        assert!(info
+            .iter()
+            .all(|l| l.contains(",runbook=\"docs/runbooks/emergency_ro.md\",next=\"")));
+        assert!(out.len() < 64 * 1024, "{}", out.len());
     }
 
     /// The info series follow the finding series' cap: never more of them than finding series.
