@@ -9,7 +9,6 @@
 
 use e2e::Cmd;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// The replay's answers in `format`: per check (in the replay's order), the scene's node and
 /// the check's output.
@@ -240,44 +239,22 @@ fn every_non_ok_finding_of_the_replay_has_its_next_step_and_runbook_in_prometheu
             !findings.is_empty(),
             "{check}: no finding series:\n{answer}"
         );
-        let infos: BTreeMap<String, &str> = answer
+        let steps: Vec<&str> = answer
             .lines()
-            .filter(|l| l.starts_with("k8s_storage_check_finding_info{"))
-            .map(|l| {
-                // The info series repeats the finding series' labels first.
-                let signal = label(l, "signal").unwrap_or_default();
-                let key = [
-                    "state",
-                    "node",
-                    "pv",
-                    "namespace",
-                    "pod",
-                    "device",
-                    "session",
-                    "server",
-                    "mount",
-                ]
-                .iter()
-                .map(|k| label(l, k).unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join("/");
-                (format!("{signal}/{key}"), l)
-            })
+            .filter(|l| l.starts_with("k8s_storage_check_finding_next{"))
             .collect();
         for f in findings {
             let signal = label(f, "signal").unwrap_or_default();
-            let info = infos
+            // The step series repeats the finding series' labels, then runbook and next.
+            let labels = &f[f.find('{').unwrap() + 1..f.rfind('}').unwrap()];
+            let info = steps
                 .iter()
-                .find(|(k, _)| k.starts_with(&format!("{signal}/")))
-                .filter(|(_, l)| {
-                    [
-                        "state", "node", "pv", "device", "session", "server", "mount",
-                    ]
-                    .iter()
-                    .all(|k| label(f, k).is_none() || label(f, k) == label(l, k))
+                .find(|s| {
+                    s.starts_with(&format!(
+                        "k8s_storage_check_finding_next{{{labels},runbook="
+                    ))
                 })
-                .map(|(_, l)| *l)
-                .unwrap_or_else(|| panic!("{check}: no info series for {f}:\n{answer}"));
+                .unwrap_or_else(|| panic!("{check}: no step series for {f}:\n{answer}"));
             assert_eq!(
                 label(info, "runbook").as_deref(),
                 Some(format!("docs/runbooks/{signal}.md").as_str()),

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 const FINDING: &str = "k8s_storage_check_finding";
 
-/// The subject fields, in the documented order (README "Structured output").
+/// The subject fields, in the documented order (docs/output.md).
 const FIELDS: [&str; 11] = [
     "node",
     "namespace",
@@ -177,35 +177,22 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
         for (k, val) in f["subject"].as_object().unwrap() {
             m.insert(k.clone(), val.as_str().unwrap().to_string());
         }
-        // Issue 26: the runbook and the next step, the same as JSON's, in the info series.
-        for k in ["runbook", "next"] {
-            let v = f[k]
-                .as_str()
-                .unwrap_or_else(|| panic!("a non-OK finding without {k}: {f}"));
-            m.insert(k.into(), v.to_string());
-        }
         if !want.contains(&m) {
             want.push(m);
         }
     }
     let got = sample(prom, FINDING);
-    // A volume's names (namespace, pvc, pod), the runbook and the next step are in the info
-    // series, with the finding's labels.
+    // A volume's names (namespace, pvc, pod) are in the info series, with the finding's labels.
     let info = sample(prom, "k8s_storage_check_finding_info");
     let mut got_labels: Vec<_> = got
         .iter()
         .map(|(l, _)| {
             let mut all = l.clone();
             for (i, _) in &info {
-                let same = l.iter().all(|(k, v)| i.get(k) == Some(v))
-                    && i.keys().all(|k| {
-                        l.contains_key(k)
-                            || matches!(
-                                k.as_str(),
-                                "namespace" | "pvc" | "pod" | "runbook" | "next"
-                            )
-                    });
-                if same {
+                if i.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "namespace" | "pvc" | "pod"))
+                    .eq(l.iter())
+                {
                     all.extend(i.clone());
                 }
             }
@@ -215,6 +202,32 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
     got_labels.sort();
     want.sort();
     assert_eq!(got_labels, want, "{prom}");
+    // Issue 26: each finding series' runbook and next step, the JSON finding's, in
+    // k8s_storage_check_finding_next with the series' labels.
+    let steps = sample(prom, "k8s_storage_check_finding_next");
+    assert_eq!(steps.len(), got.len(), "{prom}");
+    for (l, _) in &got {
+        let step = steps
+            .iter()
+            .map(|(s, _)| s)
+            .find(|s| l.iter().all(|(k, v)| s.get(k) == Some(v)) && s.len() == l.len() + 2)
+            .unwrap_or_else(|| panic!("no step series for {l:?}: {prom}"));
+        let f = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["signal"].as_str() == Some(l["signal"].as_str())
+                    && f["subject"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| l.get(k).is_none_or(|x| Some(x.as_str()) == v.as_str()))
+            })
+            .unwrap_or_else(|| panic!("no JSON finding for {l:?}"));
+        assert_eq!(Some(step["runbook"].as_str()), f["runbook"].as_str(), "{f}");
+        assert_eq!(Some(step["next"].as_str()), f["next"].as_str(), "{f}");
+    }
     for (l, val) in &got {
         let code = match l["state"].as_str() {
             "warning" => 1.0,

@@ -356,6 +356,11 @@ pub fn split_names(s: &crate::Subject) -> (Labels<'_>, Labels<'_>) {
         .partition(|(k, _)| !(volume && NAME_LABELS.contains(k)))
 }
 
+/// The runbook and the next step of a finding series, value 1, with that series' labels plus
+/// `runbook` and `next`: kept off the finding series (a step names pods, which a failed lookup
+/// changes) and off the info series (whose presence says the names were resolved).
+pub const FINDING_NEXT_METRIC: &str = "k8s_storage_check_finding_next";
+
 /// The bytes of `next` labels one answer carries at most (worst findings first): a node with
 /// thousands of findings keeps its textfile small; the findings past it keep their `runbook`.
 pub const NEXT_LABELS_MAX: usize = 16 * 1024;
@@ -369,9 +374,10 @@ pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 pub const STATUS_METRIC: &str = "k8s_storage_check_status";
 
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
-const RESERVED_METRICS: [&str; 7] = [
+const RESERVED_METRICS: [&str; 8] = [
     STATUS_METRIC,
     FINDING_INFO_METRIC,
+    FINDING_NEXT_METRIC,
     "k8s_storage_check_duration_seconds",
     "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
@@ -491,6 +497,7 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
 
     let mut lines = Vec::new();
     let mut info = Vec::new();
+    let mut steps = Vec::new();
     let mut keys = std::collections::HashSet::new();
     let mut omitted = 0usize;
     let mut next_budget = NEXT_LABELS_MAX;
@@ -518,22 +525,21 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
         // The names, the runbook and the next step: all of them may change from run to run
         // (a lookup that failed, a step naming a pod), so they are kept off the finding series.
-        // The step within the answer's budget for steps, worst findings first; past it a
-        // finding's runbook is still its signal's page (`docs/runbooks/<signal>.md`).
-        let next = f.next_line().filter(|n| n.len() <= next_budget);
-        let extra = !names.is_empty() || next.is_some();
-        let mut l = labels;
-        for (k, v) in names {
-            let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
-        }
-        if extra && !f.runbook.is_empty() {
-            let _ = write!(l, ",runbook=\"{}\"", prom_escape(&f.runbook));
-        }
-        if let Some(n) = next {
+        // The runbook and the step within the answer's budget for steps, worst findings
+        // first; past it a finding's runbook is still its signal's page.
+        if let Some(n) = f.next_line().filter(|n| n.len() <= next_budget) {
             next_budget -= n.len();
-            let _ = write!(l, ",next=\"{}\"", prom_escape(&n));
+            steps.push(format!(
+                "{FINDING_NEXT_METRIC}{{{labels},runbook=\"{}\",next=\"{}\"}} 1",
+                prom_escape(&f.runbook),
+                prom_escape(&n)
+            ));
         }
-        if extra {
+        if !names.is_empty() {
+            let mut l = labels;
+            for (k, v) in names {
+                let _ = write!(l, ",{k}=\"{}\"", prom_escape(v));
+            }
             info.push(format!("{FINDING_INFO_METRIC}{{{l}}} 1"));
         }
     }
@@ -551,10 +557,21 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
     if !info.is_empty() {
         let _ = writeln!(
             out,
-            "# HELP {FINDING_INFO_METRIC} What a {FINDING_METRIC} series' finding says beyond its identity, with that series' labels: the names (namespace, pvc, pod) of its volume as resolved this run (absent when they could not be looked up), its runbook and its next step (the next: line)."
+            "# HELP {FINDING_INFO_METRIC} The names (namespace, pvc, pod) of a {FINDING_METRIC} series' volume as resolved this run, with that series' labels; absent when the names could not be looked up."
         );
         let _ = writeln!(out, "# TYPE {FINDING_INFO_METRIC} gauge");
         for l in info {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    if !steps.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP {FINDING_NEXT_METRIC} The runbook and the next step (the next: line, commands between backticks) of a {FINDING_METRIC} series' finding, with that series' labels; the steps of one answer stop at {NEXT_LABELS_MAX} bytes, worst first."
+        );
+        let _ = writeln!(out, "# TYPE {FINDING_NEXT_METRIC} gauge");
+        for l in steps {
             out.push_str(&l);
             out.push('\n');
         }
@@ -1069,13 +1086,19 @@ mod tests {
                 r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc"} 1"#,
             ]
         );
-        // The names of the volume, the runbook and the next step are in the info series, with
-        // the finding series' labels.
+        // The names of the volume are in the info series, with the finding series' labels.
         assert_eq!(
             series(&out, FINDING_INFO_METRIC),
             [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#,
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc",runbook="docs/runbooks/fs_errors.md",next="see the runbook — runbook: docs/runbooks/fs_errors.md"} 1"#,
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config"} 1"#,
+            ]
+        );
+        // The runbook and the next step of every non-OK finding, with its series' labels.
+        assert_eq!(
+            series(&out, FINDING_NEXT_METRIC),
+            [
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#,
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc",runbook="docs/runbooks/fs_errors.md",next="see the runbook — runbook: docs/runbooks/fs_errors.md"} 1"#,
             ]
         );
         assert!(
@@ -1123,26 +1146,18 @@ mod tests {
         assert_eq!(
             series(&a, FINDING_INFO_METRIC),
             [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",namespace="media",pod="radarr-0",pvc="radarr-config",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#
+                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",namespace="media",pod="radarr-0",pvc="radarr-config"} 1"#
             ]
         );
-        // Without the names, the info series still carries the runbook and the step.
-        assert_eq!(
-            series(&b, FINDING_INFO_METRIC),
-            [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",node="k8s02",pv="pvc-1",device="sdc",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#
-            ]
-        );
-        // A finding with nothing beyond its identity has no info series (and no HELP/TYPE for
-        // an empty family).
-        let r = Report::new(Status::Critical, "x").finding(
-            Finding::new(Status::Critical, "read-only").subject(Subject::new().pv("pvc-1")),
-        );
-        let c = render(&r, Format::Prometheus, &opts_cap(100));
-        assert!(series(&c, FINDING_INFO_METRIC).is_empty());
+        assert!(series(&b, FINDING_INFO_METRIC).is_empty());
         assert!(
-            !c.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
+            !b.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
             "no HELP/TYPE for an empty family"
+        );
+        // The step series does not depend on the names either.
+        assert_eq!(
+            series(&a, FINDING_NEXT_METRIC),
+            series(&b, FINDING_NEXT_METRIC)
         );
         // A stuck pod: namespace and pod are what the finding is about.
         let r = Report::new(Status::Critical, "x").finding(
@@ -1157,16 +1172,17 @@ mod tests {
                 r#"k8s_storage_check_finding{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1"} 2"#
             ]
         );
+        assert!(series(&out, FINDING_INFO_METRIC).is_empty());
         assert_eq!(
-            series(&out, FINDING_INFO_METRIC),
+            series(&out, FINDING_NEXT_METRIC),
             [
-                r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1",runbook="docs/runbooks/stuck_no_status.md",next="see the runbook — runbook: docs/runbooks/stuck_no_status.md"} 1"#
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1",runbook="docs/runbooks/stuck_no_status.md",next="see the runbook — runbook: docs/runbooks/stuck_no_status.md"} 1"#
             ]
         );
     }
 
-    /// The next steps in the info series stop at NEXT_LABELS_MAX bytes, worst first (a finding
-    /// past it with no names has no info series: its runbook is its signal's page).
+    /// The next steps stop at NEXT_LABELS_MAX bytes per answer, worst first (a finding past it
+    /// has its runbook by its signal's page).
     #[test]
     fn prometheus_next_labels_are_bounded() {
         let mut r = Report::new(Status::Critical, "x");
@@ -1183,9 +1199,9 @@ mod tests {
             );
         }
         let out = render(&r, Format::Prometheus, &opts_cap(100));
-        let info = series(&out, FINDING_INFO_METRIC);
-        assert!(info.len() >= 14 && info.len() < 17, "{}", info.len());
-        assert!(info
+        let steps = series(&out, FINDING_NEXT_METRIC);
+        assert!(steps.len() >= 14 && steps.len() < 17, "{}", steps.len());
+        assert!(steps
             .iter()
             .all(|l| l.contains(",runbook=\"docs/runbooks/emergency_ro.md\",next=\"")));
         assert!(out.len() < 64 * 1024, "{}", out.len());
