@@ -386,15 +386,8 @@ fn assert_page(p: &Page, state: &str, names: &str) {
         p.body.contains(names),
         "the page should name {names}: {p:#?}"
     );
-    // The pasteable step: `next:` (check_stale_csi_mounts still says `hint:`; the findings of
-    // check_kubelet_nested_ops and check_stuck_scheduled have none yet, only the runbook line:
-    // the checks' own wording is another issue's).
-    assert!(
-        p.body.contains("next: ")
-            || p.body.contains("hint: ")
-            || ["k8s_kubelet_nested_ops", "k8s_stuck_scheduled"].contains(&p.service.as_str()),
-        "no next step: {p:#?}"
-    );
+    // The pasteable step: every check's non-OK finding ends with `next:` (issue 26).
+    assert!(p.body.contains("next: "), "no next step: {p:#?}");
     assert!(p.body.contains("runbook: "), "no runbook: {p:#?}");
     if p.service == "k8s_ro_pvc_mounts" {
         assert!(p.body.contains("/volumes/kubernetes.io~csi/"), "{p:#?}");

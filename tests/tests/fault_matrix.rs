@@ -1272,7 +1272,7 @@ fn fuse_faults_mount_checks() {
             "hung FUSE volume",
             &hung,
             (
-                &["1 of 1 PV filesystems read-only: pvc-fm-hung"],
+                &["1 of 1 PV filesystem read-only: pvc-fm-hung"],
                 &["the mount point does not answer (no answer in 1s)"],
             ),
             (
@@ -1280,7 +1280,7 @@ fn fuse_faults_mount_checks() {
                 &[
                     "hung pod mount",
                     "no answer in 1s",
-                    "hint: restart the CSI node plugin",
+                    "next: restart the CSI node plugin of ",
                 ],
             ),
         ),
@@ -1288,7 +1288,7 @@ fn fuse_faults_mount_checks() {
             "killed FUSE daemon",
             &dead,
             (
-                &["1 of 1 PV filesystems read-only: pvc-fm-dead"],
+                &["1 of 1 PV filesystem read-only: pvc-fm-dead"],
                 &["stat of the mount point fails: ENOTCONN"],
             ),
             (
@@ -1296,7 +1296,7 @@ fn fuse_faults_mount_checks() {
                 &[
                     "corrupted pod mount",
                     "ENOTCONN",
-                    "hint: restart the CSI node plugin",
+                    "next: restart the CSI node plugin of ",
                 ],
             ),
         ),

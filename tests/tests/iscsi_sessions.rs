@@ -507,8 +507,7 @@ fn no_sessions_is_ok_unless_sessions_are_expected() {
     let out = node.check(&["--min-sessions", "1"]);
     out.assert_status(NAME, 2);
     assert!(
-        out.first_line()
-            .contains("0 session(s), expected at least 1"),
+        out.first_line().contains("0 sessions, expected at least 1"),
         "{}",
         out.first_line()
     );
@@ -558,7 +557,7 @@ fn expected_targets_and_filters() {
     let out = node.check(&["--exclude", CODER]);
     out.assert_status(NAME, 0);
     assert_eq!(out.perf("sessions"), Some(2.0));
-    line_with(&out, "1 session(s) skipped by --include/--exclude");
+    line_with(&out, "1 session skipped by --include/--exclude");
     let out = node.check(&["--include", "jiva:pvc-(746b|a634)"]);
     out.assert_status(NAME, 0);
     assert_eq!(out.perf("sessions"), Some(2.0));

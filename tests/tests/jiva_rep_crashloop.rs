@@ -82,7 +82,7 @@ fn a_healthy_volume_is_ok() {
     out.assert_status(NAME, 0);
     assert!(
         out.first_line()
-            .contains("3 replicas of 1 volumes healthy in namespace openebs"),
+            .contains("3 replicas of 1 volume healthy in namespace openebs"),
         "{out:?}"
     );
     assert_eq!(out.perf("crashlooping"), Some(0.0));

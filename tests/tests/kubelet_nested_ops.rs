@@ -284,7 +284,8 @@ fn state_dir_resumes_files_through_truncation_and_rotation() {
             .arg(&p)
             .arg("--state-dir")
             .arg(&st)
-            .arg("-v")
+            // Five failing volumes' next steps and the source line after them (issue 26).
+            .args(["-v", "--max-output", "65536"])
             .run()
     };
     let out = run();

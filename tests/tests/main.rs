@@ -53,6 +53,7 @@ mod engines_prometheus;
 mod from_zero;
 mod icinga2_pair;
 mod multicall;
+mod next_steps;
 mod notify_script;
 mod nrpe_v2;
 mod package;

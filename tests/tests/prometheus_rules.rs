@@ -183,6 +183,11 @@ fn a_real_checks_answer_pages_through_the_rules_with_its_subject_labels() {
     for line in out.stdout.lines().filter(|l| !l.starts_with('#')) {
         let (name, mut labels, value) = parse_sample(line);
         names.insert(name.clone());
+        // The next steps (issue 26) are for the operator, not the rules: their commands' quotes
+        // would need YAML and selector escaping here, and no rule reads them.
+        if name == "k8s_storage_check_finding_next" {
+            continue;
+        }
         labels.insert("instance".into(), "k8s03:9100".into());
         labels.insert("job".into(), "node".into());
         if name == "k8s_storage_check_finding" {

@@ -144,7 +144,7 @@ fn stuck_terminating_pod_held_by_a_finalizer_stays_terminating_for_real() {
     out.assert_status("STUCK_TERMINATING", 2);
     assert!(
         out.first_line().contains(&format!(
-            "1 of 1 terminating pods on node {node} wedged: {ns}/seerr-0"
+            "1 of 1 terminating pod on node {node} wedged: {ns}/seerr-0"
         )),
         "{out:?}"
     );

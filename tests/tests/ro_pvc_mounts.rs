@@ -135,7 +135,8 @@ fn ext4_error_remount_ro_is_critical() {
     // Which signal fired depends on the kernel: emergency_ro (≥6.15), super ro (≤6.11), or the
     // presumed read-only of 6.12–6.14. Every variant names the recorded error and its time.
     assert!(
-        finding.contains("ext4 error(s) recorded, first at 20"),
+        finding.contains("ext4 errors recorded, first at 20")
+            || finding.contains("1 ext4 error recorded, first at 20"),
         "{finding}"
     );
     assert!(out.stdout.contains("pods: 8e1f6a2c"), "{out:?}");
@@ -176,7 +177,7 @@ fn ext4_errors_with_errors_continue_warn() {
         out.assert_status(NAME, 1);
         assert!(
             out.first_line()
-                .contains("1 of 1 PV filesystems have recorded errors: pvc-cont"),
+                .contains("1 of 1 PV filesystem has recorded errors: pvc-cont"),
             "{out:?}"
         );
         assert_eq!(out.perf("error_volumes"), Some(1.0));
@@ -432,7 +433,7 @@ fn rox_read_only_superblock_without_an_error_is_not_critical() {
     out.assert_status(NAME, 1);
     assert!(
         out.first_line().contains(
-            "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-rox"
+            "1 of 1 PV filesystem read-only at the filesystem with no error recorded (intent unknown): pvc-rox"
         ),
         "{out:?}"
     );
@@ -507,5 +508,7 @@ fn rox_read_only_superblock_without_an_error_is_not_critical() {
         .unwrap_or_else(|| panic!("{out:?}"));
     assert!(rox.starts_with("[WARNING] pvc-rox "), "{rox}");
     // The next step follows the critical finding, paste-safe.
-    assert!(out.stdout.contains("next: `kubectl cordon "), "{out:?}");
+    assert!(out.stdout.contains("`kubectl cordon "), "{out:?}");
+    assert!(out.stdout.contains("`kubectl uncordon "), "{out:?}");
+    assert!(out.stdout.contains(" — runbook: docs/runbooks/"), "{out:?}");
 }

@@ -167,7 +167,7 @@ fn dead_fuse_daemon_is_a_corrupted_mount_enotconn() {
     );
     assert!(
         out.stdout
-            .contains("hint: restart the CSI node plugin pod of driver.longhorn.io"),
+            .contains("next: restart the CSI node plugin of driver.longhorn.io: `kubectl -n longhorn-system delete pod -l app=longhorn-csi-plugin --field-selector "),
         "{out:?}"
     );
     assert_eq!(out.perf("stale_mounts"), Some(1.0));
@@ -363,7 +363,7 @@ fn orphaned_pod_mount_is_critical() {
     );
     assert!(
         out.stdout.contains(&format!(
-            "hint: umount {}",
+            "next: on {NODE}: `sudo umount {}`",
             plugin::shell_quote(&gone.to_string_lossy())
         )),
         "{out:?}"
@@ -431,7 +431,10 @@ fn staging_mount_of_a_deleted_pv_is_critical() {
         line.contains(s(&staging)) && line.contains("PV pvc-81b676e6 no longer exists"),
         "{line}"
     );
-    assert!(out.stdout.contains("hint: restart the kubelet"), "{out:?}");
+    assert!(
+        out.stdout.contains("next: restart the kubelet on "),
+        "{out:?}"
+    );
     assert_eq!(out.perf("stale_mounts"), Some(1.0));
 
     // The PV exists but is attached to another node only.

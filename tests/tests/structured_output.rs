@@ -202,6 +202,32 @@ fn assert_series_match_json(prom: &str, json: &Value, check: &str) {
     got_labels.sort();
     want.sort();
     assert_eq!(got_labels, want, "{prom}");
+    // Issue 26: each finding series' runbook and next step, the JSON finding's, in
+    // k8s_storage_check_finding_next with the series' labels.
+    let steps = sample(prom, "k8s_storage_check_finding_next");
+    assert_eq!(steps.len(), got.len(), "{prom}");
+    for (l, _) in &got {
+        let step = steps
+            .iter()
+            .map(|(s, _)| s)
+            .find(|s| l.iter().all(|(k, v)| s.get(k) == Some(v)) && s.len() == l.len() + 2)
+            .unwrap_or_else(|| panic!("no step series for {l:?}: {prom}"));
+        let f = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["signal"].as_str() == Some(l["signal"].as_str())
+                    && f["subject"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| l.get(k).is_none_or(|x| Some(x.as_str()) == v.as_str()))
+            })
+            .unwrap_or_else(|| panic!("no JSON finding for {l:?}"));
+        assert_eq!(Some(step["runbook"].as_str()), f["runbook"].as_str(), "{f}");
+        assert_eq!(Some(step["next"].as_str()), f["next"].as_str(), "{f}");
+    }
     for (l, val) in &got {
         let code = match l["state"].as_str() {
             "warning" => 1.0,

@@ -343,10 +343,11 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
     );
     assert!(
         out.stdout
-            .contains(&format!("hint: on {node} run `umount {mount}`")),
+            .contains(&format!("next: on {node}: run `sudo umount {mount}`")),
         "{out:?}"
     );
-    // The finalizer-held pod: its finalizers, and no hint (no teardown error).
+    // The finalizer-held pod: its finalizers, and no umount (no teardown error): its step is to
+    // see the finalizers.
     let lines: Vec<&str> = out.stdout.lines().collect();
     let i = lines
         .iter()
@@ -357,7 +358,15 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
         "{out:?}"
     );
     assert!(
-        lines.get(i + 1).is_none_or(|l| !l.starts_with("    ")),
+        lines
+            .get(i + 1)
+            .is_some_and(|l| l.starts_with("    next: see what holds it: ")
+                && l.contains("jsonpath={.metadata.finalizers}")
+                && !l.contains("umount")),
+        "{out:?}"
+    );
+    assert!(
+        lines.get(i + 2).is_none_or(|l| !l.starts_with("    ")),
         "{out:?}"
     );
     // The server's audit log: pods listed for this node; events only for the two wedged pods.
@@ -389,7 +398,7 @@ fn api_shows_the_failed_unmount_and_the_umount_hint() {
     no_events.push("--no-events");
     let out = check(&no_events);
     out.assert_status(NAME, 2);
-    assert!(!out.stdout.contains("hint:"));
+    assert!(!out.stdout.contains("umount"), "{out:?}");
     assert_eq!((last_run(&media), last_run(&backup)), (m1, b1));
 
     // Events forbidden (a user granted pods and nodes only): the verdict stands with a note.

@@ -120,10 +120,16 @@ fn expectations(data: &Gathered, sessions: &[&Session], policy: &Policy, found: 
         };
         found.add(
             Status::Critical,
-            format!("{n} session(s), expected at least {min}"),
+            format!(
+                "{}, expected at least {min}",
+                plugin::count(n, "session", "sessions")
+            ),
             Finding::new(
                 Status::Critical,
-                format!("{n} iSCSI session(s), fewer than --min-sessions {min}{why}"),
+                format!(
+                    "{}, fewer than --min-sessions {min}{why}",
+                    plugin::count(n, "iSCSI session", "iSCSI sessions")
+                ),
             )
             .signal("too_few_sessions"),
         );
@@ -293,7 +299,8 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
             .map(|s| s.targetname.value().unwrap_or(s.name.as_str()))
             .collect();
         return Report::unknown(format!(
-            "--include/--exclude matched none of the {excluded} iSCSI session(s) ({}{})",
+            "--include/--exclude matched none of the {} ({}{})",
+            plugin::count(excluded, "iSCSI session", "iSCSI sessions"),
             names.join(", "),
             if excluded > 5 { ", …" } else { "" }
         ));
@@ -314,12 +321,18 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     let summary = summary(data, &sessions, &mut found);
     let mut r = Report::new(status, summary).unit("session", "sessions");
     r = perfdata(r, &sessions, policy, found.unhealthy);
-    for f in found.findings {
+    for mut f in found.findings {
+        if f.status != Status::Ok {
+            let pods_node = pods_node(&f, names);
+            let step = crate::next::step(&f, data.node_name.as_deref(), pods_node.as_deref());
+            f = f.next(step);
+        }
         r = r.finding(f);
     }
     if excluded > 0 {
         r = r.note(format!(
-            "{excluded} session(s) skipped by --include/--exclude"
+            "{} skipped by --include/--exclude",
+            plugin::count(excluded, "session", "sessions")
         ));
     }
     let disks: usize = sessions.iter().map(|s| s.block_devices().count()).sum();
@@ -333,4 +346,14 @@ pub fn evaluate_named(data: &Gathered, policy: &Policy, names: &Names) -> Report
     }
     r.sort_findings();
     r
+}
+
+/// The node the pods of a finding's volume run on, when the API named exactly one.
+fn pods_node(f: &Finding, names: &Names) -> Option<String> {
+    let (ns, pod) = (f.subject.namespace.as_deref()?, f.subject.pod.as_deref()?);
+    names
+        .pods
+        .values()
+        .find(|p| p.namespace == ns && p.name == pod)
+        .and_then(|p| p.node.clone())
 }

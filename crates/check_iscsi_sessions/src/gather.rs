@@ -12,6 +12,8 @@ pub struct Gathered {
     /// `None`: not read (no block device to map). `Some(Err)`: unreadable (a note, not an alert).
     /// The map classifies kubelet volume mounts under the kubelet roots it was read with.
     pub mounts: Option<Result<DeviceUsage, String>>,
+    /// This host's name ($NODE_NAME in container mode), for the next steps.
+    pub node_name: Option<String>,
 }
 
 /// All I/O: the session class, then (only when there are disks) the mount table.
@@ -29,10 +31,14 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
     }
     let sessions = node::iscsi::read(&sys).map_err(Unknown)?;
     ctx.debug(format!(
-        "read {} iSCSI session(s) under {} (class present: {})",
-        sessions.sessions.len(),
+        "read {} under {}{}",
+        plugin::count(sessions.sessions.len(), "iSCSI session", "iSCSI sessions"),
         sys.display(),
-        sessions.class_present
+        if sessions.class_present {
+            ""
+        } else {
+            " (no iSCSI transport class there)"
+        }
     ));
     let has_disks = sessions
         .sessions
@@ -40,15 +46,23 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
         .any(|s| s.block_devices().next().is_some());
     let mut g = Gathered {
         sessions,
+        node_name: host.hostname(),
         ..Default::default()
     };
     if has_disks {
         let mi = o.mountinfo.path(&host);
         ctx.stage(format!("reading {}", mi.display()));
-        ctx.debug(format!("kubelet roots: {roots:?}"));
+        ctx.debug(format!(
+            "kubelet roots: {}",
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         let usage = DeviceUsage::read(&mi, &roots, Scope::All);
         if let Ok(u) = &usage {
-            ctx.debug(format!("read {} mounts from {}", u.len(), mi.display()));
+            ctx.input(format!("read {} mounts from {}", u.len(), mi.display()));
         }
         g.mounts = Some(usage);
     }

@@ -6,6 +6,7 @@
 
 mod evaluate;
 mod gather;
+mod next;
 mod session;
 
 pub use evaluate::{evaluate, evaluate_named, wanted};

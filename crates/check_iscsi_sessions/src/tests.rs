@@ -76,6 +76,7 @@ fn data(sessions: Vec<Session>) -> Gathered {
             sessions,
         },
         mounts: None,
+        node_name: Some("k8s03".into()),
     }
 }
 
@@ -151,7 +152,7 @@ fn no_sessions_is_ok_unless_expected() {
     let r = evaluate(&g, &p);
     assert_eq!(r.status, Status::Critical);
     assert!(
-        r.summary.contains("0 session(s), expected at least 1"),
+        r.summary.contains("0 sessions, expected at least 1"),
         "{}",
         r.summary
     );
@@ -504,7 +505,7 @@ fn include_and_exclude_filter_by_iqn() {
     let r = evaluate(&data(s.clone()), &p);
     assert_eq!(r.status, Status::Ok);
     assert_eq!(perf(&r, "sessions"), Some(2.0));
-    assert!(r.notes[0].contains("1 session(s) skipped"));
+    assert!(r.notes[0].contains("1 session skipped"));
     let p = Policy {
         include: vec![Regex::new("pvc-(aaa|bbb)").unwrap()],
         exclude: vec![Regex::new("bbb").unwrap()],

@@ -188,6 +188,9 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
                  fails whatever the replicas' state",
             );
         }
+        if s != Status::Ok {
+            f = f.next(replica_step(r));
+        }
         findings.push(f);
     }
     let mut degraded = 0;
@@ -217,7 +220,8 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
                     "degraded_redundancy"
                 })
                 .subject(plugin::Subject::new().pv(*pv))
-                .detail(format!("unhealthy: {}", bad.join(", "))),
+                .detail(format!("unhealthy: {}", bad.join(", ")))
+                .next(volume_step(pv)),
         );
     }
     if d.replicas.is_empty() {
@@ -232,9 +236,9 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
             format!("no Jiva replicas found {}", d.scope)
         } else {
             format!(
-                "{} replicas of {} volumes healthy {}",
-                d.replicas.len(),
-                volumes.len(),
+                "{} of {} healthy {}",
+                plugin::count(d.replicas.len(), "replica", "replicas"),
+                plugin::count(volumes.len(), "volume", "volumes"),
                 d.scope
             )
         }
@@ -269,4 +273,48 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
     }
     r.sort_findings();
     r
+}
+
+/// The next step for a crash-looping replica or controller: why it fails, and for a replica the
+/// quorum confirmed before anything of it is wiped (the incident's lesson).
+fn replica_step(r: &Replica) -> String {
+    use plugin::next::cmd;
+    let (ns, pod) = (r.namespace.as_str(), r.name.as_str());
+    let logs = cmd(&["kubectl", "logs", "-n", ns, pod, "--previous"]);
+    let describe = cmd(&["kubectl", "describe", "pod", "-n", ns, pod]);
+    if r.controller {
+        return format!(
+            "see why it exits: {logs}, {describe}; the volume's pods see I/O errors until it runs: once it does, check_ro_pvc_mounts on their nodes"
+        );
+    }
+    let quorum = match r.pv.as_deref() {
+        Some(pv) => format!(
+            "confirm the volume's other replicas are healthy first (quorum): {}",
+            cmd(&[
+                "kubectl",
+                "get",
+                "jivavolume",
+                "-A",
+                "--field-selector",
+                &format!("metadata.name={pv}"),
+                "-o",
+                "wide"
+            ])
+        ),
+        None => "confirm the volume's other replicas are healthy first (quorum)".to_string(),
+    };
+    format!(
+        "see why it exits: {logs}; {quorum}; only then rebuild it on {}: wipe its data (the runbook says where) and {} so that it resyncs from the healthy ones",
+        if r.node.is_empty() { "its node" } else { r.node.as_str() },
+        cmd(&["kubectl", "delete", "pod", "-n", ns, pod])
+    )
+}
+
+/// The next step for a volume short of healthy replicas.
+fn volume_step(pv: &str) -> String {
+    use plugin::next::cmd;
+    format!(
+        "see the volume's replicas as Jiva does: {}; then the crash-looping replica's own step above; do not wipe a replica before the others are healthy",
+        cmd(&["kubectl", "get", "jivavolume", "-A", "--field-selector", &format!("metadata.name={pv}"), "-o", "yaml"])
+    )
 }

@@ -293,7 +293,7 @@ fn healthy_volume_is_ok_and_listed_at_v() {
     assert_eq!(r.status, Status::Ok);
     assert_eq!(
         r.summary,
-        "3 replicas of 1 volumes healthy in namespace openebs"
+        "3 replicas of 1 volume healthy in namespace openebs"
     );
     assert_eq!(r.findings.len(), 3);
     assert!(r.findings.iter().all(|f| f.status == Status::Ok));

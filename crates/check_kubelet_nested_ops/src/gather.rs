@@ -289,9 +289,15 @@ impl Gatherer<'_> {
         })
         .map_err(|e| Unknown(format!("{name}: {e}")))?;
         notes.extend(r.notes);
-        self.ctx.debug(format!(
-            "{name}: {} bytes, {} candidates, cursor {:?}",
-            r.stats.bytes_read, r.stats.hits, r.last_cursor
+        self.ctx.input(format!(
+            "read {} bytes of {name}, {} lines about volume operations{}",
+            r.stats.bytes_read,
+            r.stats.hits,
+            if r.last_cursor.is_some() {
+                ", its cursor kept for the next run"
+            } else {
+                ""
+            }
         ));
         let pos = SourceState {
             cursor: r.last_cursor,
@@ -373,8 +379,8 @@ impl Gatherer<'_> {
         };
         notes.extend(verdict);
         notes.extend(r.notes);
-        self.ctx.debug(format!(
-            "{name}: read {} bytes, now at offset {}, {} candidates",
+        self.ctx.input(format!(
+            "read {} bytes of {name}, now at offset {}, {} lines about volume operations",
             r.stats.bytes_read,
             // (after a rotation the bytes consumed include the old file's: no "from" offset)
             r.pos.offset,

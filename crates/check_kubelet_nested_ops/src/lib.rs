@@ -8,6 +8,7 @@
 pub mod acc;
 pub mod evaluate;
 pub mod gather;
+mod next;
 pub mod parse;
 pub mod streak;
 #[cfg(test)]
@@ -22,7 +23,7 @@ pub use streak::{streaks, Streak, INITIAL_BACKOFF_MS};
 
 use clap::Parser;
 use node::logs::time;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Range, Report, Status, Thresholds, Unknown};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -145,6 +146,18 @@ impl Check for Opts {
         let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
         let read_deadline = Instant::now() + rem.saturating_sub(margin);
         let data = gather(self, ctx, now, read_deadline)?;
-        Ok(evaluate(&data, &self.policy()))
+        let mut report = evaluate(&data, &self.policy());
+        // The next step names the node: the kubelet's error says which, else this host.
+        let host = self.host.host().hostname();
+        for f in report
+            .findings
+            .iter_mut()
+            .filter(|f| f.status != Status::Ok)
+        {
+            if f.next.is_none() {
+                f.next = Some(next::step(f, host.as_deref()));
+            }
+        }
+        Ok(report)
     }
 }

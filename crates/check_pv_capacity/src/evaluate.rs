@@ -263,7 +263,7 @@ fn short_name(v: &Volume, names: &Names) -> String {
 /// The next step for a non-OK volume, paste-safe, naming the node.
 fn next_step(v: &Volume, j: &Judged, names: &Names, node: Option<&str>) -> String {
     use plugin::shell_quote as q;
-    let node = node.unwrap_or("<this node>");
+    let node = node.unwrap_or("NODE");
     let mount = v
         .mounts
         .iter()
@@ -272,10 +272,9 @@ fn next_step(v: &Volume, j: &Judged, names: &Names, node: Option<&str>) -> Strin
         .map(|m| m.to_string_lossy().into_owned())
         .unwrap_or_default();
     let pv = v.names.iter().next().cloned().unwrap_or_default();
-    let runbook = format!("docs/runbooks/{}.md", j.signal);
     if j.status == Status::Unknown {
         return format!(
-            "next: on node {node}: `stat {}`; then check_ro_pvc_mounts and check_stale_csi_mounts on that node; runbook {runbook}",
+            "on node {node}: `stat {}`; then check_ro_pvc_mounts and check_stale_csi_mounts on that node",
             q(&mount)
         );
     }
@@ -304,7 +303,7 @@ fn next_step(v: &Volume, j: &Judged, names: &Names, node: Option<&str>) -> Strin
         ),
         None => "or grow its claim".to_string(),
     };
-    format!("next: on node {node}, find what grows: `{du}`; delete what is not needed, {grow}; runbook {runbook}")
+    format!("on node {node}, find what grows: `{du}`; delete what is not needed, {grow}")
 }
 
 fn subject(v: &Volume, names: &Names, node: Option<&str>) -> Subject {
@@ -358,7 +357,7 @@ pub fn evaluate_named(data: &NodeData, p: &Policy, names: &Names) -> Report {
                 format!("full in {}", days(j.secs_to_full.unwrap_or(0.0)))
             };
             alarms.push((j.status, format!("{name} ({why})")));
-            f = f.detail(next_step(v, j, names, data.node_name.as_deref()));
+            f = f.next(next_step(v, j, names, data.node_name.as_deref()));
         }
         findings.push(f);
     }

@@ -150,9 +150,8 @@ fn percent_and_absolute_thresholds_for_bytes_and_inodes() {
     );
     assert!(f.text.contains("free space under -w 15%"), "{}", f.text);
     assert!(
-        f.details
-            .iter()
-            .any(|l| l.starts_with("next: on node k8s03, find what grows: `du -xh -d1 ")),
+        f.next_line()
+            .is_some_and(|l| l.starts_with("on node k8s03, find what grows: `du -xh -d1 ")),
         "{f:?}"
     );
     let f = find(&r, "pvc-logs");
@@ -268,10 +267,10 @@ fn names_and_the_claim_patch() {
         "{}",
         f.text
     );
-    let next = f.details.iter().find(|l| l.starts_with("next: ")).unwrap();
+    let next = f.next_line().unwrap();
     assert!(next.contains(r#"`kubectl -n media patch pvc radarr-config -p '{"spec":{"resources":{"requests":{"storage":"20Gi"}}}}'`"#), "{next}");
     assert!(
-        next.contains("runbook docs/runbooks/pv_space_low.md"),
+        next.contains("docs/runbooks/pv_space_low.md"),
         "{next}"
     );
     assert!(!next.contains('|'));

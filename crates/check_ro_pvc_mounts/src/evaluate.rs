@@ -49,7 +49,10 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
     let has = |o: &str| v.super_options.split(',').any(|x| x == o);
     let errors = v.ext4_errors.as_ref().filter(|e| e.count > 0);
     let err_text = errors.map(|e| {
-        let mut s = format!("{} ext4 error(s) recorded", e.count);
+        let mut s = format!(
+            "{} recorded",
+            plugin::count(e.count as usize, "ext4 error", "ext4 errors")
+        );
         if let Some(t) = e.first_error_time {
             s.push_str(&format!(", first at {}", fsstate::utc(t)));
         }
@@ -330,15 +333,38 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
             if *mro { " (ro bind)" } else { "" }
         ));
     }
+    // The evidence (-v): what the verdict rests on.
+    if !v.block_mode {
+        f = f.evidence(format!(
+            "filesystem options (superblock): {}",
+            v.super_options
+        ));
+    }
+    if let Some(p) = &v.probe {
+        f = f.evidence(format!("probe of the mount point: {}", p.describe()));
+    }
+    if let Some(ro) = v.block_ro {
+        f = f.evidence(format!(
+            "block device read-only flag: {}",
+            if ro { "set" } else { "not set" }
+        ));
+    }
     if status != Status::Ok {
-        f = f.detail(next_step(v, status, names, data.node_name.as_deref()));
+        let still_writable = matches!(verdict, Verdict::Errors(_));
+        f = f.next(next_step(
+            v,
+            status,
+            still_writable,
+            names,
+            data.node_name.as_deref(),
+        ));
     }
     f
 }
 
 /// `1 PV filesystem`, `2 PV filesystems`.
 fn pv_fs(n: usize) -> String {
-    format!("{n} PV filesystem{}", if n == 1 { "" } else { "s" })
+    plugin::count(n, "PV filesystem", "PV filesystems")
 }
 
 /// The summary line over `n` volumes.
@@ -348,8 +374,8 @@ fn summary(t: &Tally, n: usize) -> String {
         "no PV mounts on this node".to_string()
     } else if !ro.is_empty() {
         let mut s = format!(
-            "{} of {n} PV filesystems read-only: {}",
-            ro.len(),
+            "{} read-only: {}",
+            plugin::count_of(ro.len(), n, "PV filesystem", "PV filesystems"),
             ro.join(", ")
         );
         if !errs.is_empty() {
@@ -362,8 +388,9 @@ fn summary(t: &Tally, n: usize) -> String {
         s
     } else if !errs.is_empty() {
         format!(
-            "{} of {n} PV filesystems have recorded errors: {}",
-            errs.len(),
+            "{} {} recorded errors: {}",
+            plugin::count_of(errs.len(), n, "PV filesystem", "PV filesystems"),
+            if errs.len() == 1 { "has" } else { "have" },
             errs.join(", ")
         )
     } else if unexplained.is_empty() {
@@ -381,8 +408,8 @@ fn summary(t: &Tally, n: usize) -> String {
         return summary;
     }
     let u = format!(
-        "{} of {n} PV filesystems read-only with no error recorded (intent unknown): {}",
-        unexplained.len(),
+        "{} read-only at the filesystem with no error recorded (intent unknown): {}",
+        plugin::count_of(unexplained.len(), n, "PV filesystem", "PV filesystems"),
         unexplained.join(", ")
     );
     if summary.is_empty() {
@@ -411,12 +438,14 @@ fn note_denied(r: &mut Report, data: &NodeData) {
     r.raise(Status::Unknown);
     if r.status == Status::Unknown {
         r.summary = format!(
-            "{denied} of {n} PV mount points could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+            "{} could not be probed: permission denied (grant CAP_DAC_READ_SEARCH); {}",
+            plugin::count_of(denied, n, "PV mount point", "PV mount points"),
             r.summary
         );
     }
     r.notes.push(format!(
-        "{denied} PV mount point(s) could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)"
+        "{} could not be probed: permission denied (grant CAP_DAC_READ_SEARCH to see an XFS shutdown or a hung mount)",
+        plugin::count(denied, "PV mount point", "PV mount points")
     ));
 }
 
@@ -532,9 +561,9 @@ fn node_fs_findings(data: &NodeData) -> Vec<Finding> {
         } else {
             "fsck"
         };
-        let node_word = node.map(q).unwrap_or_else(|| "<this node>".into());
+        let node_word = node.map(q).unwrap_or_else(|| "NODE".into());
         let next = format!(
-            "next: `kubectl cordon {node_word}`; on that node: `findmnt -o TARGET,SOURCE,FSTYPE,OPTIONS {}` and `journalctl -k --grep 'error'`; then drain it, reboot, and {fsck} {} if the kernel recorded an error; runbook docs/runbooks/node_fs_readonly.md",
+            "`kubectl cordon {node_word}`; on that node: `findmnt -o TARGET,SOURCE,FSTYPE,OPTIONS {}` and `journalctl -k --grep error`; then drain it, reboot, and {fsck} {} if the kernel recorded an error; then `kubectl uncordon {node_word}`",
             q(&mp),
             q(&f.source)
         );
@@ -547,7 +576,7 @@ fn node_fs_findings(data: &NodeData) -> Vec<Finding> {
                         .device(f.source.strip_prefix("/dev/").unwrap_or(&f.source))
                         .mount(mp.to_string()),
                 )
-                .detail(next),
+                .next(next),
         );
     }
     out

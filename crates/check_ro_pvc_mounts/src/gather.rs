@@ -178,7 +178,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .map_err(Unknown)?;
     ctx.stage("reading the mount table");
     let mi = o.mountinfo.path(&host);
-    ctx.debug(format!("mount table: {}", mi.display()));
+    ctx.input(format!("reading the mount table {}", mi.display()));
     // Only kubelet volume mounts matter; every line is still validated.
     let usage = DeviceUsage::read(&mi, &roots, Scope::Volumes).map_err(Unknown)?;
     let under_roots = if o.filter.is_set() { usage.len() } else { 0 };
@@ -262,7 +262,12 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let kernel = host
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
-    ctx.debug(format!("kernel: {kernel:?}"));
+    match kernel {
+        Some((a, b, c)) => ctx.debug(format!(
+            "the running kernel is {a}.{b}.{c}: read-only judgements use its way of showing an aborted filesystem"
+        )),
+        None => ctx.debug("the running kernel's version could not be read"),
+    }
     // What the probes ran with: the binary's own privilege for the node's own roots.
     let can_read_all = node::privilege::elevated_if(own, || {
         node::host::has_capability(2) || node::host::has_capability(1)
@@ -272,7 +277,16 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         kernel,
         roots,
         can_read_all,
-        node_name: host.hostname(),
+        // The node as Kubernetes names it: --node, else the host's name (lower case, as the
+        // kubelet registers it by default; $NODE_NAME in container mode).
+        node_name: o
+            .node
+            .node
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .or_else(|| host.hostname()),
         notes,
         node_fs,
     })

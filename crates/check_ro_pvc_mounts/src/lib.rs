@@ -59,6 +59,11 @@ pub struct Opts {
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
     pub names: kube::NamesArgs,
+
+    /// The node named in findings and next steps (`kubectl cordon NODE`) when the pods'
+    /// `spec.nodeName` is not known
+    #[command(flatten)]
+    pub node: kube::NodeArg,
 }
 
 impl Check for Opts {

@@ -184,9 +184,8 @@ fn the_nodes_own_filesystems_read_only_are_critical() {
         assert!(f.text.starts_with("node filesystem read-only: the kubelet root /var/lib/kubelet on /dev/sda2 (ext4, mounted at /var/lib/kubelet): "), "{}", f.text);
         assert_eq!(f.subject.node.as_deref(), Some("k8s03"));
         assert!(
-            f.details
-                .iter()
-                .any(|l| l.starts_with("next: `kubectl cordon k8s03`")
+            f.next_line()
+                .is_some_and(|l| l.starts_with("`kubectl cordon k8s03`")
                     && l.contains("docs/runbooks/node_fs_readonly.md")),
             "{f:?}"
         );
@@ -239,12 +238,17 @@ fn super_ro_under_rw_mount_is_critical_up_to_6_11() {
     assert_eq!(r.status, Status::Critical);
     assert!(r.findings[0].text.contains("remounted it read-only"));
     // The next step, paste-safe.
-    let next = r.findings[0].details.last().unwrap();
+    let next = r.findings[0].next_line().unwrap();
     assert!(
-        next.starts_with("next: `kubectl cordon k8s03`, then delete the pods using it"),
+        next.starts_with("on k8s03: `kubectl cordon k8s03` first, then delete the pods using it"),
         "{next}"
     );
     assert!(next.contains("iscsiadm -m session -P 3"), "{next}");
+    assert!(next.contains("`kubectl uncordon k8s03`"), "{next}");
+    assert!(
+        next.ends_with(" — runbook: docs/runbooks/remounted_ro.md"),
+        "{next}"
+    );
 }
 
 /// #21: a CSI driver's ReadOnlyMany volume — staged `ro` at the superblock, bound into the pod
@@ -271,10 +275,9 @@ fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
     );
     assert!(!f.text.contains("remounted"), "{f:?}");
     assert!(
-        f.details
-            .last()
+        f.next_line()
             .unwrap()
-            .contains("kubectl get pv pvc-a634b9a3 -o jsonpath='{.spec.accessModes}'"),
+            .contains("`kubectl get pv pvc-a634b9a3 -o 'jsonpath={.spec.accessModes}'`"),
         "{f:?}"
     );
     // Counters not readable: the same, saying so.
@@ -391,10 +394,7 @@ fn super_ro_everywhere_is_judged_by_the_access_modes() {
             "{}",
             r.summary
         );
-        assert!(r.findings[0]
-            .details
-            .iter()
-            .any(|l| l.starts_with("next: ")));
+        assert!(r.findings[0].next_line().is_some());
         // The same claim mounted readOnly: true is intent.
         let r = evaluate_named(&d, &default_t(), &names(modes, true));
         assert_eq!(r.status, Status::Ok, "{modes:?}: {r:?}");
@@ -449,7 +449,7 @@ fn recorded_errors_on_a_writable_fs_warn() {
     assert_eq!(r.status, Status::Warning);
     assert_eq!(
         r.summary,
-        "1 of 3 PV filesystems have recorded errors: pvc-healthy"
+        "1 of 3 PV filesystems has recorded errors: pvc-healthy"
     );
     assert!(r
         .perfdata
@@ -718,4 +718,42 @@ fn every_verdict_has_its_signal_and_the_volume_its_subject() {
         last_error_time: None,
     });
     assert_eq!(sig(&d, "pvc-healthy").0, "fs_errors");
+}
+
+/// Issue 26: the node to cordon is the pods' node as the API knows it (`spec.nodeName`), not
+/// this host's name (`vm`, or an FQDN `k8s02.home.lan` the node is not registered as); the step
+/// names the pod to delete and the uncordon that ends the cordon.
+#[test]
+fn next_step_cordons_the_pods_node_not_the_host_name() {
+    let mut d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    d.node_name = Some("k8s02.home.lan".into());
+    let mut names = Names::default();
+    names.pods.insert(
+        "8e1f".into(),
+        kube::names::PodName {
+            namespace: "media".into(),
+            name: "radarr-0".into(),
+            node: Some("k8s02".into()),
+        },
+    );
+    let r = evaluate_named(&d, &default_t(), &names);
+    let next = r.findings[0].next_line().unwrap();
+    assert!(
+        next.starts_with(
+            "on k8s02: `kubectl cordon k8s02` first, then `kubectl delete pod -n media radarr-0` so it remounts elsewhere;"
+        ),
+        "{next}"
+    );
+    assert!(next.contains("once its storage works again: `kubectl uncordon k8s02`"));
+    assert!(!next.contains("home.lan"), "{next}");
+    // Without the pods' node: this node's name (--node, $NODE_NAME, the host's), as given.
+    let r = evaluate_named(&d, &default_t(), &Names::default());
+    let next = r.findings[0].next_line().unwrap();
+    assert!(
+        next.starts_with("on k8s02.home.lan: `kubectl cordon k8s02.home.lan` first"),
+        "{next}"
+    );
+    for c in plugin::next::commands(&next) {
+        assert!(plugin::next::is_pasteable(c), "{c}");
+    }
 }

@@ -16,45 +16,98 @@ pub(crate) fn short_name(v: &Volume, names: &Names) -> String {
     }
 }
 
+/// The node to act on for a volume: the node its pods run on as the API says (`spec.nodeName`),
+/// else this node's name (`--node`, else $NODE_NAME in container mode, else the host's name).
+pub(crate) fn target_node(v: &Volume, names: &Names, node: Option<&str>) -> Option<String> {
+    let mut nodes: Vec<&str> = v
+        .pod_uids
+        .iter()
+        .filter_map(|u| names.pods.get(u))
+        .filter_map(|p| p.node.as_deref())
+        .filter(|n| !n.is_empty())
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    match nodes.as_slice() {
+        [one] => Some(one.to_string()),
+        _ => node.map(str::to_string),
+    }
+}
+
 /// The next step for a non-OK volume, paste-safe: cordon the node so nothing new lands on it,
-/// delete the pods so they remount elsewhere, and find what broke under the filesystem.
-pub(crate) fn next_step(v: &Volume, status: Status, names: &Names, node: Option<&str>) -> String {
-    use plugin::shell_quote as q;
-    let node = node.map(q).unwrap_or_else(|| "<this node>".into());
+/// delete the pods so they remount elsewhere, find what broke under the filesystem, and
+/// uncordon once the node's storage works again.
+pub(crate) fn next_step(
+    v: &Volume,
+    status: Status,
+    still_writable: bool,
+    names: &Names,
+    node: Option<&str>,
+) -> String {
+    use plugin::next::{cmd, cordon, sh, uncordon};
+    let node = target_node(v, names, node);
+    let n = node.as_deref().unwrap_or("NODE");
     let pods: Vec<String> = v
         .pod_uids
         .iter()
         .filter_map(|u| names.pod(u))
         .map(|p| match p.split_once('/') {
-            Some((ns, name)) => format!("kubectl delete pod -n {} {}", q(ns), q(name)),
-            None => format!("kubectl delete pod {}", q(&p)),
+            Some((ns, name)) => cmd(&["kubectl", "delete", "pod", "-n", ns, name]),
+            None => cmd(&["kubectl", "delete", "pod", &p]),
         })
         .collect();
     let delete = if pods.is_empty() {
-        if v.pod_uids.is_empty() {
-            "delete the pods using it so they remount elsewhere".to_string()
-        } else {
-            format!(
-                "delete the pods using it so they remount elsewhere (pod UIDs {}: `kubectl get pods -A -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid`)",
-                v.pod_uids.iter().cloned().collect::<Vec<_>>().join(", ")
-            )
-        }
-    } else {
-        format!("`{}` so it remounts elsewhere", pods.join("; "))
-    };
-    let under = if v.fstype == "xfs" {
-        "the kernel's account: check_storage_kernel_errors, `dmesg | grep -i xfs`"
-    } else {
-        "the kernel's account: check_storage_kernel_errors, `dmesg | grep -iE 'ext4|jbd2|I/O error'`"
-    };
-    if status == Status::Critical {
+        let field = format!("spec.nodeName={n}");
         format!(
-            "next: `kubectl cordon {node}`, then {delete}; if the volume is iSCSI, find the session that dropped (check_iscsi_sessions, `iscsiadm -m session -P 3`); {under}"
+            "delete the pods using it so they remount elsewhere (pod UIDs {}; names: {})",
+            if v.pod_uids.is_empty() {
+                "unknown".to_string()
+            } else {
+                v.pod_uids.iter().cloned().collect::<Vec<_>>().join(", ")
+            },
+            cmd(&[
+                "kubectl",
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                &field,
+                "-o",
+                "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid",
+            ])
         )
     } else {
+        format!("{} so it remounts elsewhere", pods.join(", then "))
+    };
+    let kernel = sh("sudo dmesg -T --level=emerg,alert,crit,err");
+    let under = format!(
+        "find what broke under the filesystem: {kernel} (check_storage_kernel_errors), and if the volume is iSCSI {} (check_iscsi_sessions)",
+        sh("sudo iscsiadm -m session -P 3")
+    );
+    let on = node
+        .as_deref()
+        .map(|n| format!("on {n}: "))
+        .unwrap_or_default();
+    if still_writable {
+        // Errors recorded, the filesystem still writes: find the cause before it turns read-only.
         format!(
-            "next: check the volume's access modes (`kubectl get pv {} -o jsonpath='{{.spec.accessModes}}'`): ReadOnlyMany is intent; otherwise `kubectl cordon {node}`, then {delete}; {under}",
-            v.names.iter().next().map(|n| q(n)).unwrap_or_else(|| "<pv>".into())
+            "{under}; if errors keep coming, move its pods before the kernel stops writes: {on}{}, then {delete}; once its storage works again: {}",
+            cordon(n),
+            uncordon(n)
+        )
+    } else if status == Status::Critical {
+        format!(
+            "{on}{} first, then {delete}; {under}; once its storage works again: {}",
+            cordon(n),
+            uncordon(n)
+        )
+    } else {
+        let pv = v.names.iter().next().map(String::as_str).unwrap_or("PV");
+        format!(
+            "check the volume's access modes ({}): ReadOnlyMany is intent; otherwise {on}{}, then {delete}; {under}; once its storage works again: {}",
+            cmd(&["kubectl", "get", "pv", pv, "-o", "jsonpath={.spec.accessModes}"]),
+            cordon(n),
+            uncordon(n)
         )
     }
 }

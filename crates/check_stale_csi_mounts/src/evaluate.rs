@@ -401,7 +401,7 @@ fn judge_mount(
     if let Some(n) = note {
         f = f.detail(n);
     }
-    f.detail(hint(primary, m, id, c))
+    f.next(hint(primary, m, id, c))
 }
 
 /// The summary before the cross-check part: the stale classes, or the healthy count, or where it

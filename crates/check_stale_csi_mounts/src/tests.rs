@@ -252,10 +252,9 @@ fn every_corrupted_errno_is_critical_and_enoent_is_not() {
             "{f:?}"
         );
         assert!(
-            f.details
-                .iter()
-                .any(|d| d
-                    .starts_with("hint: restart the CSI node plugin pod of driver.longhorn.io")),
+            f.next.as_deref().is_some_and(|n| n.starts_with(
+                "restart the CSI node plugin of driver.longhorn.io: `kubectl -n longhorn-system delete pod -l app=longhorn-csi-plugin --field-selector spec.nodeName=worker-04`"
+            )),
             "{f:?}"
         );
         assert_eq!(perf(&r, "stale_mounts"), 1.0);
@@ -332,9 +331,9 @@ fn orphaned_pod_mount_needs_the_pod_list_and_filters_by_node() {
         f.text
     );
     assert!(
-        f.details
-            .iter()
-            .any(|d| d.starts_with("hint: umount /var/lib/kubelet/pods/u-1/")),
+        f.next
+            .as_deref()
+            .is_some_and(|n| n.starts_with("on worker-04: `sudo umount /var/lib/kubelet/pods/u-1/")),
         "{f:?}"
     );
     // Absent from the list altogether.
@@ -401,9 +400,9 @@ fn staging_of_a_deleted_pv_is_critical() {
         "{f:?}"
     );
     assert!(
-        f.details
-            .iter()
-            .any(|d| d.starts_with("hint: restart the kubelet")),
+        f.next.as_deref().is_some_and(|n| n.starts_with(
+            "restart the kubelet on worker-04: `sudo systemctl restart kubelet` (Talos: `talosctl -n worker-04 service kubelet restart`)"
+        )),
         "{f:?}"
     );
     assert_eq!(perf(&r, "stale_mounts"), 1.0);
@@ -814,11 +813,13 @@ fn umount_hint_quotes_a_hostile_path() {
     let hint = r
         .findings
         .iter()
-        .flat_map(|f| f.details.iter())
-        .find(|d| d.starts_with("hint: umount "))
+        .filter_map(|f| f.next.as_deref())
+        .find(|d| d.starts_with("on worker-04: `sudo umount "))
         .unwrap_or_else(|| panic!("an umount hint: {r:?}"));
     assert!(
-        hint.starts_with("hint: umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #' "),
+        hint.starts_with(
+            "on worker-04: `sudo umount '/var/lib/kubelet/pods/u-1/x'\\''; rm -rf / #'` "
+        ),
         "{hint}"
     );
 }

@@ -78,39 +78,56 @@ pub(crate) fn short(p: &Problem) -> &'static str {
     CLASS_ORDER[i]
 }
 
+/// The next step for a mount (the `next:` line; the plugin adds the runbook): commands for the
+/// node the mount is on, the kubelet restart as this node's distribution spells it.
 pub(crate) fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) -> String {
+    use plugin::next::{cmd, restart_csi_node_plugin, Distro};
     let driver = id.driver.as_deref().unwrap_or("its driver");
+    let node = c.node.as_str();
+    let path = m.mount_point.to_string_lossy();
     // The path as one shell word: a hostile path cannot break out of the command.
-    let mp = plugin::shell_quote(&m.mount_point.to_string_lossy());
+    let umount = cmd(&["sudo", "umount", &path]);
+    let kubelet = format!(
+        "restart the kubelet on {node}: {}",
+        Distro::of_path(&path).restart_kubelet(node)
+    );
     let plugin = match m.kind.in_tree_plugin() {
         // An in-tree network volume has no node plugin pod: its server or target is what died.
         Some(p) => format!(
-            "check the server or target this in-tree {p} volume mounts from ({}) and the node's network path to it (`journalctl -k --grep 'not responding'`)",
-            m.source
+            "check the server or target this in-tree {p} volume mounts from ({}) and the node's network path to it: {}",
+            m.source,
+            cmd(&["journalctl", "-k", "--grep", "not responding"])
         ),
-        None => format!("restart the CSI node plugin pod of {driver} on this node"),
+        None => format!(
+            "restart the CSI node plugin of {driver}: {}",
+            restart_csi_node_plugin(driver, node)
+        ),
     };
+    let on = format!("on {node}: ");
     match p {
         Problem::Corrupted(_) | Problem::Hung(_) if is_pod_mount(&m.kind) => {
             let pod_alive = id.pod_uid.as_deref().and_then(|u| c.pod(u)).filter(|p| p.node.as_deref() == Some(c.node.as_str()));
             match pod_alive {
                 Some(pod) => format!(
-                    "hint: {plugin}, then delete pod {}/{} so the kubelet mounts the volume again; if the mount stays wedged: umount {mp}",
-                    pod.namespace, pod.name
+                    "{plugin}, then {} so the kubelet mounts the volume again; if the mount stays wedged, {on}{umount}",
+                    cmd(&["kubectl", "delete", "pod", "-n", &pod.namespace, &pod.name])
                 ),
-                None => format!("hint: {plugin}; if the mount stays wedged: umount {mp}, then restart the kubelet"),
+                None => format!("{plugin}; if the mount stays wedged, {on}{umount}, then {kubelet}"),
             }
         }
         Problem::Corrupted(_) | Problem::Hung(_) => {
-            format!("hint: {plugin}; if pods still wait in ContainerCreating, restart the kubelet")
+            format!("{plugin}; if pods still wait in ContainerCreating, {kubelet}")
         }
-        Problem::NotProbed(_) => "hint: run with -vv to see every probe's answer".into(),
-        Problem::Orphaned => format!("hint: umount {mp} (its pod is gone), then restart the kubelet so its volume queue moves again"),
+        Problem::NotProbed(_) => format!(
+            "{on}run the check again with -vv to see every probe's answer: {}",
+            cmd(&["check_stale_csi_mounts", "--node", node, "-vv"])
+        ),
+        Problem::Orphaned => format!("{on}{umount} (its pod is gone); then, so that its volume queue moves again, {kubelet}"),
         Problem::PvGone | Problem::NotAttached => format!(
-            "hint: restart the kubelet (it retries the unmount); if the mount stays, {plugin}; last resort: umount {mp}"
+            "{kubelet} (it retries the unmount); if the mount stays, {plugin}; last resort, {on}{umount}"
         ),
         Problem::Unpublished => format!(
-            "hint: the kubelet unstages unused volumes within minutes; if this stays, restart the kubelet, then {plugin}"
+            "the kubelet unstages unused volumes within minutes; if this stays, {kubelet}; then {plugin}"
         ),
     }
 }

@@ -265,7 +265,19 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
         .signal(cat.label())
         .subject(device_subject(dev.as_ref(), data, names))
         .detail(format!("kernel: {}", last.text));
-        if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
+        let held_by = dev.as_ref().and_then(|d| data.holdings.get(d));
+        let (pvs, uids) = held_by.map(held).unwrap_or_default();
+        f = f.next(crate::next::step(
+            cat.label(),
+            &pvs,
+            &uids,
+            data.node_name.as_deref(),
+            names,
+        ));
+        for e in evs.iter().rev().skip(1).take(4) {
+            f = f.evidence(format!("kernel, {}: {}", time::fmt_utc(e.t), e.text));
+        }
+        if let Some(h) = held_by {
             if !h.below.is_empty() {
                 f = f.detail(format!(
                     "device-mapper device on {} (multipath paths or LVM physical volumes)",
@@ -330,8 +342,8 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
     }
     if data.overwritten > 0 {
         report = report.note(format!(
-            "{} time(s) records were overwritten in the ring buffer while reading",
-            data.overwritten
+            "records were overwritten in the ring buffer while reading ({})",
+            plugin::count(data.overwritten as usize, "time", "times")
         ));
     }
     for f in findings {

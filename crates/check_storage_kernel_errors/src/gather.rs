@@ -311,7 +311,26 @@ fn map_devices(opts: &Opts, host: &Host, roots: &[PathBuf], ctx: &Ctx, data: &mu
         Ok(usage) => {
             for d in devices {
                 let h = resolve(&d, &sys, &usage, host);
-                ctx.debug(format!("{d}: disks {:?}, mounts {:?}", h.disks, h.mounts));
+                ctx.decision(format!(
+                    "device {d} is {} and mounted at {}",
+                    if h.disks.is_empty() {
+                        "on no disk found in sysfs".to_string()
+                    } else {
+                        format!("on disk(s) {}", h.disks.join(", "))
+                    },
+                    if h.mounts.is_empty() {
+                        "no mount point".to_string()
+                    } else {
+                        h.mounts
+                            .iter()
+                            .map(|(m, pv)| match pv {
+                                Some(pv) => format!("{} (PV {pv})", m.display()),
+                                None => m.display().to_string(),
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ));
                 data.holdings.insert(d, h);
             }
         }
@@ -344,7 +363,15 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     };
     let mut data = Data {
         complete: true,
-        node_name: host.hostname(),
+        // --node, else the host's name (lower case, as the kubelet registers it by default).
+        node_name: opts
+            .node
+            .node
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .or_else(|| host.hostname()),
         ..Default::default()
     };
     let boot_id = host.proc_sys("kernel/random/boot_id");
@@ -422,11 +449,14 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
             }
         }
     }
-    ctx.debug(format!(
-        "{}: {} records, last seq {:?}, {} storage events kept",
-        log.path.display(),
+    ctx.input(format!(
+        "read {} kernel log records from {}{}, {} of them storage events",
         pass.stats.records,
-        last_seq,
+        log.path.display(),
+        match last_seq {
+            Some(s) => format!(" up to sequence number {s}"),
+            None => String::new(),
+        },
         events.len()
     ));
     data.events = events;

@@ -7,6 +7,7 @@
 pub mod classify;
 mod evaluate;
 mod gather;
+mod next;
 pub mod stdin;
 
 pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event, Holding};
@@ -100,6 +101,10 @@ pub struct Opts {
     /// Names an operator knows: pods and claims of the volumes the errors hit
     #[command(flatten)]
     pub names: kube::NamesArgs,
+
+    /// The node named in findings and next steps
+    #[command(flatten)]
+    pub node: kube::NodeArg,
 }
 
 /// The decision's parameters, built from the options.

@@ -157,9 +157,8 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         s
     } else {
         format!(
-            "{} of {} pods {} stuck after scheduling: {}",
-            stuck.count(),
-            d.pods,
+            "{} {} stuck after scheduling: {}",
+            plugin::count_of(stuck.count(), d.pods, "pod", "pods"),
             d.scope,
             stuck.first_three(|a, c| format!("{} ({})", c.pod.key(), age_text(a)))
         )
@@ -187,15 +186,41 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         if let Some(e) = d.events.get(&key) {
             f = f.detail(e.describe(now, 400));
         }
-        r = r.finding(f);
+        r = r.finding(f.next(next_step(&c.pod)));
     }
     if let Some(f) = stuck.more_line("stuck after scheduling") {
-        r = r.finding(f);
+        r = r.finding(f.next(format!(
+            "list them all: {}",
+            plugin::next::cmd(&[
+                "kubectl",
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                "status.phase=Pending",
+                "-o",
+                "wide"
+            ])
+        )));
     }
     for n in &d.notes {
         r = r.note(n.clone());
     }
     r
+}
+
+/// The next step for a pod the kubelet never started: what the kubelet says about it, where its
+/// volume operations stand on its node, and deleting it so that its controller makes it again.
+fn next_step(pod: &kube::stuck::PodRef) -> String {
+    use plugin::next::cmd;
+    let node = pod.node_shown();
+    let field = format!("involvedObject.name={}", pod.name);
+    format!(
+        "see why: {}, {}; on {node}, a volume operation stuck in the kubelet's queue (a stale mount) holds every pod there: check_kubelet_nested_ops and check_stale_csi_mounts name it (their runbooks unwedge it); then {} so that its controller makes it again",
+        cmd(&["kubectl", "describe", "pod", "-n", &pod.namespace, &pod.name]),
+        cmd(&["kubectl", "get", "events", "-n", &pod.namespace, "--field-selector", &field]),
+        cmd(&["kubectl", "delete", "pod", "-n", &pod.namespace, &pod.name])
+    )
 }
 
 /// Is this event a volume failure (FailedMount/FailedAttachVolume)?

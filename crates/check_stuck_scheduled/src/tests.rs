@@ -66,7 +66,7 @@ fn no_status_rule_by_age() {
     assert_eq!(r.perfdata[2].value, 660.0);
     assert!(
         r.summary.starts_with(
-            "1 of 1 pods on node worker-04 stuck after scheduling: llmsafespaces/ws-b70553ae (11m)"
+            "1 of 1 pod on node worker-04 stuck after scheduling: llmsafespaces/ws-b70553ae (11m)"
         ),
         "{}",
         r.summary

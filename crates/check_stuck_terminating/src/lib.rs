@@ -188,9 +188,13 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         s
     } else {
         format!(
-            "{} of {} terminating pods {} wedged: {}",
-            wedged.count(),
-            n_term,
+            "{} {} wedged: {}",
+            plugin::count_of(
+                wedged.count(),
+                n_term,
+                "terminating pod",
+                "terminating pods"
+            ),
             scan.scope,
             wedged.first_three(|_, t| format!(
                 "{} (deleted {} ago)",
@@ -234,12 +238,47 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             .get(&t.uid)
             .filter(|m| !m.is_empty() && s != Status::Ok);
         if let Some(mps) = mounted {
-            let quoted: Vec<String> = mps.iter().map(|m| plugin::shell_quote(m)).collect();
-            f = f.detail(format!(
-                "hint: on {node} its volumes are still mounted; run `umount {}` (the kubelet then \
-                 finishes the teardown; a teardown wedged on a read-only filesystem needs nothing \
-                 else)",
-                quoted.join(" ")
+            let mut words = vec!["sudo", "umount"];
+            words.extend(mps.iter().map(String::as_str));
+            f = f.next(format!(
+                "on {node}: its volumes are still mounted; run {} (the kubelet then finishes the \
+                 teardown; a teardown wedged on a read-only filesystem needs nothing else)",
+                plugin::next::cmd(&words)
+            ));
+        } else if s != Status::Ok {
+            let (ns, name) = (t.pod.namespace.as_str(), t.pod.name.as_str());
+            f = f.next(format!(
+                "see what holds it: {}{}",
+                plugin::next::cmd(&["kubectl", "describe", "pod", "-n", ns, name]),
+                if t.finalizers.is_empty() {
+                    format!(
+                        "; on {node}, the kubelet's view of its teardown: {}",
+                        plugin::next::cmd(&[
+                            "sudo",
+                            "journalctl",
+                            "-u",
+                            "kubelet",
+                            "--since",
+                            "-1h",
+                            "--grep",
+                            &t.uid
+                        ])
+                    )
+                } else {
+                    format!(
+                        "; its finalizers are for their controllers to remove: {}",
+                        plugin::next::cmd(&[
+                            "kubectl",
+                            "get",
+                            "pod",
+                            "-n",
+                            ns,
+                            name,
+                            "-o",
+                            "jsonpath={.metadata.finalizers}"
+                        ])
+                    )
+                }
             ));
         }
         if let Some(e) = scan.events.get(&t.pod.key()) {
@@ -247,12 +286,11 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
             if let Some(path) = failed_mount_path(&e.message, &t.uid).filter(|_| mounted.is_none())
             {
                 f.subject = f.subject.mount(path.to_string());
-                f = f.detail(format!(
-                    "hint: on {node} run `umount {}`: unmounting the pod's volume mount is \
-                     the single recovery step the runbook needs for a teardown wedged on a \
-                     read-only filesystem (the global mount teardown and iSCSI logout then finish \
-                     on their own)",
-                    plugin::shell_quote(&path)
+                f = f.next(format!(
+                    "on {node}: run {}: unmounting the pod's volume mount is the single recovery \
+                     step the runbook needs for a teardown wedged on a read-only filesystem (the \
+                     global mount teardown and iSCSI logout then finish on their own)",
+                    plugin::next::cmd(&["sudo", "umount", &path])
                 ));
             }
         }
@@ -262,7 +300,10 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         r = r.finding(finding(*s, t));
     }
     if let Some(f) = wedged.more_line("wedged in Terminating") {
-        r = r.finding(f);
+        r = r.finding(f.next(format!(
+            "list them all: {}",
+            plugin::next::cmd(&["kubectl", "get", "pods", "-A", "-o", "wide"])
+        )));
     }
     // Terminating pods inside the thresholds: shown at -v.
     for t in scan

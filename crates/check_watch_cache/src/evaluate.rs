@@ -93,14 +93,16 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
             (Outcome::Stale { .. }, _) => "watch_cache_stale",
             (Outcome::Failed { .. }, _) => "read_failed",
         };
-        let (ns, _) = d.canary.split_once('/').unwrap_or(("", ""));
-        findings.push(
-            Finding::new(status, text).signal(signal).subject(
-                plugin::Subject::new()
-                    .namespace(ns)
-                    .server(s.server.as_str()),
-            ),
+        let (ns, name) = d.canary.split_once('/').unwrap_or(("", ""));
+        let mut f = Finding::new(status, text).signal(signal).subject(
+            plugin::Subject::new()
+                .namespace(ns)
+                .server(s.server.as_str()),
         );
+        if status != Status::Ok {
+            f = f.next(next_step(signal, &s.server, ns, name));
+        }
+        findings.push(f);
     }
     let n = d.servers.len();
     let summary = if d.servers.is_empty() {
@@ -171,4 +173,49 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
         d.written_via
     ));
     r
+}
+
+/// The next step for a server whose watch cache lags, is stale, or cannot be read: what it
+/// serves from its watch cache and from etcd, then the recovery (the incident's: restart that
+/// API server; its watch cache is rebuilt from etcd).
+fn next_step(signal: &str, server: &str, ns: &str, name: &str) -> String {
+    use plugin::next::cmd;
+    let quorum = cmd(&[
+        "kubectl",
+        "--server",
+        server,
+        "get",
+        "configmap",
+        "-n",
+        ns,
+        name,
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let cached = cmd(&[
+        "kubectl",
+        "--server",
+        server,
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/configmaps?resourceVersion=0&fieldSelector=metadata.name={name}"),
+    ]);
+    if signal == "read_failed" {
+        return format!(
+            "see whether the server answers at all: {}; then what its watch cache serves: {cached}",
+            cmd(&[
+                "kubectl",
+                "--server",
+                server,
+                "get",
+                "--raw",
+                "/readyz?verbose"
+            ])
+        );
+    }
+    format!(
+        "compare etcd's copy, {quorum}, with the watch cache's, {cached}; a watch cache that stays behind is fixed by restarting that API server (microk8s: {}, k3s: {}, kubeadm and Talos: its static pod, see the runbook)",
+        cmd(&["sudo", "snap", "restart", "microk8s.daemon-kubelite"]),
+        cmd(&["sudo", "systemctl", "restart", "k3s"])
+    )
 }

@@ -275,7 +275,9 @@ impl Opts {
                 fmt_duration(self.deadline + T_MARGIN).trim_end_matches('s')
             )));
         }
-        let cfg = kube::config(&self.api, ctx)?;
+        // This check writes and reads through the API: there is no --pods-json to offer.
+        let cfg = kube::config(&self.api, ctx)
+            .map_err(|e| Unknown(e.0.replace(" (or --pods-json FILE)", "")))?;
         let servers: Vec<String> = if self.apiserver.is_empty() {
             vec![cfg.server.clone()]
         } else {

@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod mapped;
+pub mod next;
 pub mod privilege;
 pub mod range;
 pub mod render;
@@ -19,7 +20,9 @@ pub mod time;
 
 pub use range::{fmt_bytes, fmt_duration, fmt_num, parse_duration, Range, Thresholds};
 pub use render::{sanitize, Format};
-pub use report::{Finding, Perfdata, Report, Subject, Uom, SUBJECT_FIELDS};
+pub use report::{
+    count, count_of, runbook_of, Finding, Perfdata, Report, Subject, Uom, SUBJECT_FIELDS,
+};
 pub use runtime::{main, main_from, run_with_args, Check, CommonArgs, Ctx, Timeout, Unknown};
 pub use shell::shell_quote;
 pub use status::Status;

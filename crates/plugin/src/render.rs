@@ -136,17 +136,23 @@ fn blocks(report: &Report, verbosity: u8, debug: &[String]) -> Vec<Block> {
         for d in &f.details {
             lines.push(format!("    {}", sanitize(d)));
         }
+        if verbosity >= 1 {
+            for e in &f.evidence {
+                lines.push(format!("    evidence: {}", sanitize(e)));
+            }
+        }
+        // Last: the step to take. Its commands carry no `|` (see `crate::next`), so the
+        // sanitiser leaves them as they are to be pasted.
+        if let Some(n) = f.next_line() {
+            lines.push(format!("    next: {}", sanitize(&n)));
+        }
         out.push(Block::Finding(lines));
     }
     for n in &report.notes {
         out.push(Block::Note(sanitize(n)));
     }
     if verbosity >= 2 {
-        out.extend(
-            debug
-                .iter()
-                .map(|d| Block::Debug(format!("debug: {}", sanitize(d)))),
-        );
+        out.extend(debug.iter().map(|d| Block::Debug(sanitize(d))));
     }
     out
 }
@@ -166,7 +172,7 @@ fn more_count(rest: &[Block], unit: Option<(&str, &str)>) -> String {
     for (k, one, many) in [
         (f, one, many),
         (n, "note", "notes"),
-        (d, "debug line", "debug lines"),
+        (d, "verbose line", "verbose lines"),
     ] {
         if k > 0 {
             let more = if parts.is_empty() { "more " } else { "" };
@@ -350,6 +356,15 @@ pub fn split_names(s: &crate::Subject) -> (Labels<'_>, Labels<'_>) {
         .partition(|(k, _)| !(volume && NAME_LABELS.contains(k)))
 }
 
+/// The runbook and the next step of a finding series, value 1, with that series' labels plus
+/// `runbook` and `next`: kept off the finding series (a step names pods, which a failed lookup
+/// changes) and off the info series (whose presence says the names were resolved).
+pub const FINDING_NEXT_METRIC: &str = "k8s_storage_check_finding_next";
+
+/// The bytes of `next` labels one answer carries at most (worst findings first): a node with
+/// thousands of findings keeps its textfile small; the findings past it keep their `runbook`.
+pub const NEXT_LABELS_MAX: usize = 16 * 1024;
+
 /// How many non-OK findings were not exported as series because of the cap.
 pub const FINDINGS_OMITTED_METRIC: &str = "k8s_storage_check_findings_omitted";
 /// Non-OK findings per state, all of them (exported or not).
@@ -359,9 +374,10 @@ pub const FINDINGS_METRIC: &str = "k8s_storage_check_findings";
 pub const STATUS_METRIC: &str = "k8s_storage_check_status";
 
 /// Metric names the renderer writes itself; a perfdata label never takes one of them.
-const RESERVED_METRICS: [&str; 7] = [
+const RESERVED_METRICS: [&str; 8] = [
     STATUS_METRIC,
     FINDING_INFO_METRIC,
+    FINDING_NEXT_METRIC,
     "k8s_storage_check_duration_seconds",
     "k8s_storage_check_timeout_seconds",
     FINDING_METRIC,
@@ -481,8 +497,10 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
 
     let mut lines = Vec::new();
     let mut info = Vec::new();
+    let mut steps = Vec::new();
     let mut keys = std::collections::HashSet::new();
     let mut omitted = 0usize;
+    let mut next_budget = NEXT_LABELS_MAX;
     for f in &bad {
         let mut labels = format!(
             "check=\"{check}\",state=\"{}\"",
@@ -505,6 +523,18 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         }
         keys.insert(labels.clone());
         lines.push(format!("{FINDING_METRIC}{{{labels}}} {}", f.status.code()));
+        // The names, the runbook and the next step: all of them may change from run to run
+        // (a lookup that failed, a step naming a pod), so they are kept off the finding series.
+        // The runbook and the step within the answer's budget for steps, worst findings
+        // first; past it a finding's runbook is still its signal's page.
+        if let Some(n) = f.next_line().filter(|n| n.len() <= next_budget) {
+            next_budget -= n.len();
+            steps.push(format!(
+                "{FINDING_NEXT_METRIC}{{{labels},runbook=\"{}\",next=\"{}\"}} 1",
+                prom_escape(&f.runbook),
+                prom_escape(&n)
+            ));
+        }
         if !names.is_empty() {
             let mut l = labels;
             for (k, v) in names {
@@ -531,6 +561,17 @@ fn render_finding_series(out: &mut String, report: &Report, o: &RenderOptions, c
         );
         let _ = writeln!(out, "# TYPE {FINDING_INFO_METRIC} gauge");
         for l in info {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    if !steps.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP {FINDING_NEXT_METRIC} The runbook and the next step (the next: line, commands between backticks) of a {FINDING_METRIC} series' finding, with that series' labels; the steps of one answer stop at {NEXT_LABELS_MAX} bytes, worst first."
+        );
+        let _ = writeln!(out, "# TYPE {FINDING_NEXT_METRIC} gauge");
+        for l in steps {
             out.push_str(&l);
             out.push('\n');
         }
@@ -563,7 +604,10 @@ mod tests {
             "/p/kubernetes.io~csi/x"
         );
         assert_eq!(shell_quote("~root"), "'~root'");
-        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+        assert_eq!(
+            shell_quote("$(id)`id`"),
+            r#"'$(id)'"$(printf '\140')"'id'"$(printf '\140')"''"#
+        );
         // What a shell makes of the quoted word is the original, whatever it holds.
         for s in [
             "/a'b",
@@ -574,6 +618,7 @@ mod tests {
             "a\\'b",
             "$HOME *",
             "/p/\u{e9}",
+            "a|b`c",
         ] {
             let out = std::process::Command::new("sh")
                 .arg("-c")
@@ -869,6 +914,78 @@ mod tests {
         assert!(!out.contains("NRPE v2"));
     }
 
+    /// Issue 26: the step is a finding's last line in text, ends with the runbook, and is the
+    /// same string in JSON (`next`, beside `runbook`); evidence shows from -v, in JSON always.
+    #[test]
+    fn next_step_and_runbook_in_text_and_json() {
+        let f = Finding::new(Status::Critical, "pvc-a read-only")
+            .signal("remounted_ro")
+            .subject(Subject::new().node("k8s02").pv("pvc-a"))
+            .next(format!("on k8s02: {} first", crate::next::cordon("k8s02")))
+            .evidence("filesystem options (superblock): ro")
+            .detail("mount: /m");
+        let r = Report::new(Status::Critical, "x").finding(f);
+        let out = render(&r, Format::Nagios, &opts(4096, 0));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[1..],
+            [
+                "[CRITICAL] pvc-a read-only",
+                "    mount: /m",
+                "    next: on k8s02: `kubectl cordon k8s02` first — runbook: docs/runbooks/remounted_ro.md"
+            ]
+        );
+        let out = render(&r, Format::Nagios, &opts(4096, 1));
+        assert!(
+            out.contains(
+                "    mount: /m\n    evidence: filesystem options (superblock): ro\n    next: "
+            ),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json, &opts(4096, 0))).unwrap();
+        let f = &v["findings"][0];
+        assert_eq!(f["runbook"], "docs/runbooks/remounted_ro.md");
+        assert_eq!(
+            f["next"],
+            "on k8s02: `kubectl cordon k8s02` first — runbook: docs/runbooks/remounted_ro.md"
+        );
+        assert_eq!(f["evidence"][0], "filesystem options (superblock): ro");
+        // An OK finding has no step; a non-OK one without a step still names its runbook.
+        let ok = Finding::new(Status::Ok, "fine").signal("writable");
+        assert_eq!(ok.next_line(), None);
+        let bare = Finding::new(Status::Warning, "odd").signal("fs_errors");
+        assert_eq!(
+            bare.next_line().as_deref(),
+            Some("see the runbook — runbook: docs/runbooks/fs_errors.md")
+        );
+        assert_eq!(
+            Finding::new(Status::Warning, "x")
+                .signal("a")
+                .runbook("docs/runbooks/b.md")
+                .signal("a")
+                .runbook,
+            "docs/runbooks/b.md"
+        );
+    }
+
+    #[test]
+    fn count_nouns() {
+        assert_eq!(
+            crate::count(1, "PV filesystem", "PV filesystems"),
+            "1 PV filesystem"
+        );
+        assert_eq!(
+            crate::count(0, "PV filesystem", "PV filesystems"),
+            "0 PV filesystems"
+        );
+        assert_eq!(
+            crate::count_of(1, 14, "PV filesystem", "PV filesystems"),
+            "1 of 14 PV filesystems"
+        );
+        assert_eq!(crate::count_of(1, 1, "pod", "pods"), "1 of 1 pod");
+    }
+
     #[test]
     fn max_output_smaller_than_first_line_keeps_first_line_whole() {
         let out = render(&sample(), Format::Nagios, &opts(10, 0));
@@ -976,6 +1093,14 @@ mod tests {
                 r#"k8s_storage_check_finding_info{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",namespace="media",pvc="radarr-config"} 1"#,
             ]
         );
+        // The runbook and the next step of every non-OK finding, with its series' labels.
+        assert_eq!(
+            series(&out, FINDING_NEXT_METRIC),
+            [
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="critical",signal="emergency_ro",pv="pvc-1",runbook="docs/runbooks/emergency_ro.md",next="see the runbook — runbook: docs/runbooks/emergency_ro.md"} 1"#,
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="warning",signal="fs_errors",device="sdc",runbook="docs/runbooks/fs_errors.md",next="see the runbook — runbook: docs/runbooks/fs_errors.md"} 1"#,
+            ]
+        );
         assert!(
             out.contains("k8s_storage_check_findings_omitted{check=\"check_ro_pvc_mounts\"} 0\n")
         );
@@ -1029,6 +1154,11 @@ mod tests {
             !b.contains(&format!("# TYPE {FINDING_INFO_METRIC} ")),
             "no HELP/TYPE for an empty family"
         );
+        // The step series does not depend on the names either.
+        assert_eq!(
+            series(&a, FINDING_NEXT_METRIC),
+            series(&b, FINDING_NEXT_METRIC)
+        );
         // A stuck pod: namespace and pod are what the finding is about.
         let r = Report::new(Status::Critical, "x").finding(
             Finding::new(Status::Critical, "stuck")
@@ -1043,6 +1173,38 @@ mod tests {
             ]
         );
         assert!(series(&out, FINDING_INFO_METRIC).is_empty());
+        assert_eq!(
+            series(&out, FINDING_NEXT_METRIC),
+            [
+                r#"k8s_storage_check_finding_next{check="check_ro_pvc_mounts",state="critical",signal="stuck_no_status",node="k8s01",namespace="ws",pod="ws-1",runbook="docs/runbooks/stuck_no_status.md",next="see the runbook — runbook: docs/runbooks/stuck_no_status.md"} 1"#
+            ]
+        );
+    }
+
+    /// The next steps stop at NEXT_LABELS_MAX bytes per answer, worst first (a finding past it
+    /// has its runbook by its signal's page).
+    #[test]
+    fn prometheus_next_labels_are_bounded() {
+        let mut r = Report::new(Status::Critical, "x");
+        for i in 0..100 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("c{i}"))
+                    .signal("emergency_ro")
+                    .subject(Subject::new().pv(format!("p{i}")))
+                    .next(format!(
+                        "{} {}",
+                        "x".repeat(1000),
+                        crate::next::cordon("k8s02")
+                    )),
+            );
+        }
+        let out = render(&r, Format::Prometheus, &opts_cap(100));
+        let steps = series(&out, FINDING_NEXT_METRIC);
+        assert!(steps.len() >= 14 && steps.len() < 17, "{}", steps.len());
+        assert!(steps
+            .iter()
+            .all(|l| l.contains(",runbook=\"docs/runbooks/emergency_ro.md\",next=\"")));
+        assert!(out.len() < 64 * 1024, "{}", out.len());
     }
 
     /// The info series follow the finding series' cap: never more of them than finding series.

@@ -253,17 +253,28 @@ pub const SUBJECT_FIELDS: [&str; 11] = [
 ];
 
 /// One thing a check found: a line of long output (plus optional detail lines under it), the
-/// machine-readable kind of what fired (`signal`, stable snake_case) and what it is about
-/// (`subject`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// machine-readable kind of what fired (`signal`), what it is about (`subject`), the evidence
+/// behind it (shown from `-v`), the next step (`next:`, for a non-OK finding) and its runbook.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub status: Status,
     /// Stable snake_case kind, e.g. `emergency_ro`, `stale_mount`, `crashloop`.
     pub signal: &'static str,
     pub subject: Subject,
     pub text: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
+    /// What the finding rests on (records read, values compared): shown from `-v`, always in JSON.
+    pub evidence: Vec<String>,
+    /// The step to take, commands between backticks (see [`crate::next`]); rendered as the
+    /// finding's last line, `next: <this> — runbook: <runbook>`.
+    pub next: Option<String>,
+    /// The runbook's page: `docs/runbooks/<signal>.md` unless set otherwise.
+    pub runbook: String,
+}
+
+/// Where a signal's runbook is: `docs/runbooks/<signal>.md`.
+pub fn runbook_of(signal: &str) -> String {
+    format!("docs/runbooks/{signal}.md")
 }
 
 impl Finding {
@@ -274,21 +285,93 @@ impl Finding {
             subject: Subject::default(),
             text: text.into(),
             details: Vec::new(),
+            evidence: Vec::new(),
+            next: None,
+            runbook: String::new(),
         }
     }
     pub fn detail(mut self, d: impl Into<String>) -> Self {
         self.details.push(d.into());
         self
     }
+    /// A line of evidence (what was read, what it was compared with), shown from `-v`.
+    pub fn evidence(mut self, e: impl Into<String>) -> Self {
+        self.evidence.push(e.into());
+        self
+    }
     /// The machine-readable kind of this finding: lowercase snake_case, stable across releases.
+    /// Sets the runbook to `docs/runbooks/<signal>.md` unless one was set with [`Self::runbook`].
     pub fn signal(mut self, s: &'static str) -> Self {
         debug_assert!(is_snake_case(s), "signal {s:?} is not snake_case");
+        // The signal's own page, unless a runbook was set on purpose.
+        if self.runbook.is_empty() || self.runbook == runbook_of(self.signal) {
+            self.runbook = runbook_of(s);
+        }
         self.signal = s;
         self
     }
     pub fn subject(mut self, s: Subject) -> Self {
         self.subject = s;
         self
+    }
+    /// The next step: prose with commands between backticks ([`crate::next::cmd`]); the
+    /// `next:` line adds the runbook.
+    pub fn next(mut self, step: impl Into<String>) -> Self {
+        let step = step.into();
+        debug_assert!(
+            crate::next::commands(&step)
+                .iter()
+                .all(|c| crate::next::is_pasteable(c)),
+            "a command of this step is not pasteable as printed: {step:?}"
+        );
+        debug_assert!(
+            step.matches('`').count() % 2 == 0,
+            "unpaired backtick: {step:?}"
+        );
+        self.next = Some(step);
+        self
+    }
+    /// A runbook other than the signal's own page.
+    pub fn runbook(mut self, r: impl Into<String>) -> Self {
+        self.runbook = r.into();
+        self
+    }
+    /// The `next:` line's content as every format prints it: the step, then the runbook. A
+    /// non-OK finding with a signal but no step still names its runbook; a finding with
+    /// neither signal nor runbook has no line.
+    pub fn next_line(&self) -> Option<String> {
+        if self.runbook.is_empty() {
+            return self.next.clone();
+        }
+        match (&self.next, self.status) {
+            (Some(n), _) => Some(format!("{n} — runbook: {}", self.runbook)),
+            (None, Status::Ok) => None,
+            (None, _) => Some(format!("see the runbook — runbook: {}", self.runbook)),
+        }
+    }
+}
+
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("status", &self.status)?;
+        m.serialize_entry("signal", self.signal)?;
+        m.serialize_entry("subject", &self.subject)?;
+        m.serialize_entry("text", &self.text)?;
+        if !self.details.is_empty() {
+            m.serialize_entry("details", &self.details)?;
+        }
+        if !self.evidence.is_empty() {
+            m.serialize_entry("evidence", &self.evidence)?;
+        }
+        if let Some(n) = self.next_line() {
+            m.serialize_entry("next", &n)?;
+        }
+        if !self.runbook.is_empty() {
+            m.serialize_entry("runbook", &self.runbook)?;
+        }
+        m.end()
     }
 }
 
@@ -351,6 +434,17 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
         }
     }
     (a.len() - i).cmp(&(b.len() - j))
+}
+
+/// A count with its noun in the right number: `count(1, "PV filesystem", "PV filesystems")` is
+/// "1 PV filesystem", `count(2, …)` "2 PV filesystems". The one place output counts nouns.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// "k of n nouns", the noun agreeing with `n`: "1 of 1 PV filesystem", "2 of 14 PV filesystems".
+pub fn count_of(k: usize, n: usize, one: &str, many: &str) -> String {
+    format!("{k} of {}", count(n, one, many))
 }
 
 /// `[a-z][a-z0-9_]*` without a trailing `_`: what a signal may be.

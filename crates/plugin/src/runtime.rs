@@ -55,7 +55,7 @@ pub struct CommonArgs {
     )]
     pub timeout: Timeout,
 
-    /// Verbosity: -v lists healthy items too, -vv adds what was read and from where (-vvv: everything)
+    /// Verbosity: -v adds healthy items and the evidence behind each finding, -vv the decisions taken and what was used, -vvv every input read
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, help_heading = "Common options")]
     pub verbose: u8,
 
@@ -167,10 +167,29 @@ impl Ctx {
         self.verbosity
     }
 
-    /// A line shown with `-vv`: what was read, from where, which config was used. Never secrets.
+    /// A line shown from `-vv`: what was used and decided (which kube config, which kubelet
+    /// roots, why a volume counts as read-only), as a sentence. Never secrets, never a Rust
+    /// debug dump.
     pub fn debug(&self, line: impl Into<String>) {
+        self.push_line(2, "info", line.into());
+    }
+
+    /// A decision taken, shown from `-vv` (same as [`Self::debug`]; the name says what it is).
+    pub fn decision(&self, line: impl Into<String>) {
+        self.push_line(2, "info", line.into());
+    }
+
+    /// An input read (a file, a request, its size), shown with `-vvv` only, as a sentence.
+    pub fn input(&self, line: impl Into<String>) {
+        self.push_line(3, "read", line.into());
+    }
+
+    fn push_line(&self, level: u8, tag: &str, line: String) {
+        if self.verbosity < level {
+            return;
+        }
         if let Ok(mut d) = self.debug.lock() {
-            d.push(line.into());
+            d.push(format!("{tag}: {line}"));
         }
     }
 

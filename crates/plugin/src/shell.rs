@@ -20,7 +20,20 @@ pub fn shell_quote(s: &str) -> String {
     if plain {
         s.to_string()
     } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
+        // `|` and a backtick are written without themselves: `|` cannot cross the plugin
+        // protocol (it would be printed `¦`) and a backtick delimits a command in a `next:`
+        // line. `"$(printf '\174')"` is the same character to the shell.
+        let mut out = String::from("'");
+        for c in s.chars() {
+            match c {
+                '\'' => out.push_str(r"'\''"),
+                '|' => out.push_str(r#"'"$(printf '\174')"'"#),
+                '`' => out.push_str(r#"'"$(printf '\140')"'"#),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        out
     }
 }
 
@@ -46,6 +59,7 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("x'; rm -rf /; '"), r"'x'\''; rm -rf /; '\'''");
         assert_eq!(shell_quote("$(reboot)"), "'$(reboot)'");
-        assert_eq!(shell_quote("a\"b`c"), "'a\"b`c'");
+        assert_eq!(shell_quote("a\"b`c"), r#"'a"b'"$(printf '\140')"'c'"#);
+        assert_eq!(shell_quote("a|b"), r#"'a'"$(printf '\174')"'b'"#);
     }
 }

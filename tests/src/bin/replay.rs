@@ -1,7 +1,7 @@
 //! k8s-storage-checks-replay: the two incident reports (docs/incidents.md) replayed in a sandbox,
 //! each of the nine checks catching its part of them as an operator would see it.
 //!
-//!     k8s-storage-checks-replay --bin-dir DIR [--files]
+//!     k8s-storage-checks-replay --bin-dir DIR [--files] [--format nagios|json|prometheus] [--check-arg ARG]...
 //!
 //! As root, the node side is real: a private mount namespace (`unshare -m`) holding a kubelet
 //! root laid out like the incident's microk8s nodes, a loop-device ext4 PV driven into the
@@ -52,13 +52,17 @@ static SANDBOX: Mutex<Option<PathBuf>> = Mutex::new(None);
 static CLEANING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn usage() -> ! {
-    eprintln!("usage: k8s-storage-checks-replay --bin-dir DIR [--files]");
+    eprintln!(
+        "usage: k8s-storage-checks-replay --bin-dir DIR [--files] [--format nagios|json|prometheus] [--check-arg ARG]..."
+    );
     std::process::exit(64)
 }
 
 fn main() {
     let mut bin_dir = None;
     let mut files = false;
+    let mut format: Option<String> = None;
+    let mut extra: Vec<OsString> = Vec::new();
     let mut args = std::env::args_os().skip(1);
     while let Some(a) = args.next() {
         match a.to_str() {
@@ -66,6 +70,15 @@ fn main() {
                 bin_dir = Some(PathBuf::from(args.next().unwrap_or_else(|| usage())))
             }
             Some("--files") => files = true,
+            // Each check's answer in this format (tests/tests/next_steps.rs reads all three).
+            Some("--format") => match args.next().and_then(|f| f.into_string().ok()) {
+                Some(f) if ["nagios", "json", "prometheus"].contains(&f.as_str()) => {
+                    format = Some(f)
+                }
+                _ => usage(),
+            },
+            // One more argument to every check (e.g. -vvv).
+            Some("--check-arg") => extra.push(args.next().unwrap_or_else(|| usage())),
             Some("-h") | Some("--help") => {
                 println!(
                     "{}",
@@ -86,7 +99,7 @@ fn main() {
     let bin_dir = std::fs::canonicalize(&bin_dir).unwrap_or(bin_dir);
     catch_signals();
     let real = !files && e2e::is_root() && have("unshare") && have("mkfs.ext4") && have("bindfs");
-    let code = replay(&bin_dir, real);
+    let code = replay(&bin_dir, real, format.as_deref(), &extra);
     std::process::exit(code);
 }
 
@@ -344,7 +357,7 @@ fn kmsg_rec(seq: u64, usec: u64, prio: u32, text: &str) -> String {
     format!("{prio},{seq},{usec},-;{text}\n SUBSYSTEM=block\n DEVICE=b8:32\n")
 }
 
-fn replay(bin_dir: &Path, real: bool) -> i32 {
+fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) -> i32 {
     for c in [
         "check_ro_pvc_mounts",
         "check_stale_csi_mounts",
@@ -681,7 +694,7 @@ fn replay(bin_dir: &Path, real: bool) -> i32 {
         quote: "after the 120-second session recovery timeout the kernel marked the SCSI devices offline, JBD2 aborted the ext4 journals, and both filesystems remounted read-only",
         source: "docs/incidents.md#1-pvek8s-storage-cascade (Chain 2)",
         how: kerr_how,
-        args: [os(&["--kubelet-root"]), vec![kubelet.clone().into()], os(&["--kubeconfig", &kc_s]), kerr_args].concat(),
+        args: [os(&["--kubelet-root"]), vec![kubelet.clone().into()], os(&["--node", "k8s02", "--kubeconfig", &kc_s]), kerr_args].concat(),
         env: vec![],
         in_ns: real,
     });
@@ -713,12 +726,25 @@ fn replay(bin_dir: &Path, real: bool) -> i32 {
         println!("reproduces: \"{}\"", sc.quote);
         println!("       from {}", sc.source);
         println!("input: {}", sc.how);
+        // As pasteable as the checks' own next steps: every word quoted for a shell (a regex
+        // stays one word), the sandbox named by the variable the first line sets.
+        let base_s = base.to_string_lossy().into_owned();
         let shown: Vec<String> = sc
             .args
             .iter()
             .map(|a| {
-                a.to_string_lossy()
-                    .replace(&*base.to_string_lossy(), "$SANDBOX")
+                let a = a.to_string_lossy();
+                match a.strip_prefix(base_s.as_str()) {
+                    Some(rest) => {
+                        let q = plugin::shell_quote(rest);
+                        if q == rest {
+                            format!("$SANDBOX{rest}")
+                        } else {
+                            format!("\"$SANDBOX\"{q}")
+                        }
+                    }
+                    None => plugin::shell_quote(&a),
+                }
             })
             .collect();
         println!("$ {} {}", sc.check, shown.join(" "));
@@ -732,6 +758,10 @@ fn replay(bin_dir: &Path, real: bool) -> i32 {
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env("HOME", "/nonexistent")
             .args(&sc.args);
+        if let Some(f) = format {
+            cmd = cmd.args(["--format", f]);
+        }
+        cmd = cmd.args(extra);
         for (k, v) in &sc.env {
             cmd = cmd.env(k, v);
         }
