@@ -48,8 +48,12 @@ mod engines_nagios;
 mod engines_prometheus;
 mod from_zero;
 mod multicall;
+
+// Issue 28: the /metrics endpoint (serve) and the manifests per distribution.
+mod deploy_overlays;
 mod notify_script;
 mod nrpe_v2;
 mod package;
 mod prometheus_rules;
+mod serve;
 mod spec;
