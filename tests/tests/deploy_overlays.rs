@@ -490,3 +490,23 @@ fn the_cluster_deployment_meets_restricted_and_its_rbac_serves_its_checks() {
     }
     assert_eq!(n, 3);
 }
+
+#[test]
+fn every_overlay_on_disk_is_tested_and_documented() {
+    let dir = workspace_root().join("deploy/overlays");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut tested: Vec<String> = DISTROS.iter().map(|(d, _)| d.to_string()).collect();
+    tested.sort();
+    assert_eq!(on_disk, tested);
+    let doc = std::fs::read_to_string(workspace_root().join("docs/deploy/kustomize.md")).unwrap();
+    for (distro, root) in DISTROS {
+        assert!(
+            doc.contains(&format!("| `{distro}` | {root} |")),
+            "docs/deploy/kustomize.md: no row for {distro} with {root}"
+        );
+    }
+}

@@ -483,3 +483,46 @@ fn tls_and_basic_auth_from_an_exporter_toolkit_web_config() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains("not a bcrypt hash"), "{out:?}");
 }
+
+#[test]
+fn docs_describe_every_serve_option() {
+    let help = Cmd::new(bin("k8s-storage-checks"))
+        .args(["serve", "--help"])
+        .run();
+    assert_eq!(help.code, 0, "{help:?}");
+    assert!(
+        help.stdout.contains("Usage: k8s-storage-checks serve"),
+        "{help:?}"
+    );
+    let doc = std::fs::read_to_string(workspace_root().join("docs/deploy/serve.md")).unwrap();
+    let mut n = 0;
+    for line in help.stdout.lines().map(str::trim_start) {
+        if !line.starts_with('-') {
+            continue;
+        }
+        let Some(opt) = line
+            .split_whitespace()
+            .map(|w| w.trim_end_matches(','))
+            .find(|w| w.starts_with("--"))
+        else {
+            continue;
+        };
+        let opt = opt.split(['=', '<', '[']).next().unwrap();
+        if ["--help", "--version"].contains(&opt) {
+            continue;
+        }
+        n += 1;
+        assert!(
+            doc.contains(&format!("`{opt}")),
+            "docs/deploy/serve.md does not describe {opt}"
+        );
+    }
+    assert!(n >= 9, "{help:?}");
+    // The metrics it adds are named in --help and in the docs.
+    for m in [
+        "k8s_storage_check_last_run_timestamp_seconds",
+        "k8s_storage_check_run_duration_seconds",
+    ] {
+        assert!(help.stdout.contains(m) && doc.contains(m), "{m}");
+    }
+}

@@ -106,9 +106,11 @@ impl WebConfig {
         let versions: &[&rustls::SupportedProtocolVersion] = match t.min_version.as_deref() {
             None | Some("TLS12") => &[&rustls::version::TLS13, &rustls::version::TLS12],
             Some("TLS13") => &[&rustls::version::TLS13],
-            Some(v) => return Err(format!(
+            Some(v) => {
+                return Err(format!(
                 "tls_server_config.min_version {v:?}: TLS12 or TLS13 (older ones are not offered)"
-            )),
+            ))
+            }
         };
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions)
