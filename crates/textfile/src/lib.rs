@@ -81,12 +81,10 @@ impl Job {
         while let Some(a) = it.next() {
             let v = if a == "-t" || a == "--timeout" {
                 it.next().cloned()
-            } else if let Some(v) = a.strip_prefix("--timeout=") {
-                Some(v.to_string())
-            } else if let Some(v) = a.strip_prefix("-t").filter(|v| !v.is_empty()) {
-                Some(v.to_string())
             } else {
-                None
+                a.strip_prefix("--timeout=")
+                    .or_else(|| a.strip_prefix("-t").filter(|v| !v.is_empty()))
+                    .map(str::to_string)
             };
             if let Some(v) = v {
                 secs = v.split(':').next().and_then(|n| n.parse().ok());

@@ -449,7 +449,6 @@ pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
         if auth.is_some() { " (basic auth)" } else { "" }
     );
     let state = Arc::new(State::new(checks));
-    let tls = tls.map(Arc::new);
     let auth = auth.map(Arc::new);
 
     // The HTTP side: one acceptor thread, a thread per connection, at most MAX_CONN.
@@ -502,7 +501,7 @@ pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
 fn accept(
     listener: TcpListener,
     state: Arc<State>,
-    tls: Option<Arc<Arc<rustls::ServerConfig>>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     auth: Option<Arc<BasicAuth>>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
@@ -518,7 +517,7 @@ fn accept(
             .name("conn".into())
             .stack_size(256 << 10)
             .spawn(move || {
-                handle(stream, &state, tls.as_deref(), auth.as_deref());
+                handle(stream, &state, tls.as_ref(), auth.as_deref());
                 held.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
