@@ -307,7 +307,7 @@ fn every_alert_links_its_runbook_and_the_runbook_exists() {
             n += 1;
         }
     }
-    assert_eq!(n, 11);
+    assert_eq!(n, 12);
     // Another base: every link moves, nothing else changes.
     let other = "file:///srv/k8s-storage-checks/runbooks";
     let out = Cmd::new(dir().join("generate"))
