@@ -113,6 +113,8 @@ struct LogRead<'a> {
     path: PathBuf,
     /// The node's own /dev/kmsg (privilege may serve it), not a file the caller named.
     own: bool,
+    /// `--kmsg -`: standard input (another node's log, e.g. `talosctl dmesg`).
+    stdin: bool,
     host: &'a Host,
     patterns: Patterns,
     window_ms: i64,
@@ -127,6 +129,8 @@ struct Pass {
     records: u64,
     first_seq: Option<u64>,
     max_seq: Option<u64>,
+    /// `--kmsg -`: what stdin gave besides its records.
+    stdin: Option<crate::stdin::Stats>,
 }
 
 impl LogRead<'_> {
@@ -134,33 +138,56 @@ impl LogRead<'_> {
     /// window into `events` (the newest [`MAX_EVENTS`] at most).
     fn pass(&self, after: Option<u64>, events: &mut Vec<Event>) -> Result<Pass, Unknown> {
         let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
+        let mut handle = |r: &kmsg::Record, t: i64| {
+            records += 1;
+            first_seq.get_or_insert(r.seq);
+            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
+            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+                return;
+            }
+            if self.window_ms > 0 && t < self.now - self.window_ms {
+                return;
+            }
+            if let Some((cat, dev)) = self.patterns.classify(&r.text) {
+                events.push(Event {
+                    seq: r.seq,
+                    t,
+                    category: cat.label().to_string(),
+                    device: dev,
+                    text: r.text.clone(),
+                });
+                // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
+                // log of nothing but errors cannot grow memory without bound.
+                if events.len() >= 2 * MAX_EVENTS {
+                    events.drain(..events.len() - MAX_EVENTS);
+                }
+            }
+        };
+        if self.stdin {
+            // `--kmsg -` (talosctl dmesg, a kmsg dump): talosctl's own times, else this clock's.
+            let st = crate::stdin::read(std::io::stdin().lock(), self.deadline, |d| {
+                let t = d
+                    .t_ms
+                    .unwrap_or_else(|| kmsg::wall_ms(d.record.usec, self.mono_now, self.now));
+                handle(&d.record, t)
+            })
+            .map_err(|e| match e {
+                kmsg::KmsgError::Other(s) => Unknown(s),
+                kmsg::KmsgError::Permission(e) => Unknown(plugin::errtext(&e)),
+            })?;
+            return Ok(Pass {
+                stats: st.read,
+                records,
+                first_seq,
+                max_seq,
+                stdin: Some(st),
+            });
+        }
         // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
         let res = node::privilege::elevated_if(self.own, || {
             kmsg::read(&self.path, self.deadline, |r| {
-                records += 1;
-                first_seq.get_or_insert(r.seq);
-                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-                    return;
-                }
                 let t = kmsg::wall_ms(r.usec, self.mono_now, self.now);
-                if self.window_ms > 0 && t < self.now - self.window_ms {
-                    return;
-                }
-                if let Some((cat, dev)) = self.patterns.classify(&r.text) {
-                    events.push(Event {
-                        seq: r.seq,
-                        t,
-                        category: cat.label().to_string(),
-                        device: dev,
-                        text: r.text.clone(),
-                    });
-                    // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
-                    // log of nothing but errors cannot grow memory without bound.
-                    if events.len() >= 2 * MAX_EVENTS {
-                        events.drain(..events.len() - MAX_EVENTS);
-                    }
-                }
+                handle(&r, t)
             })
         });
         let stats = match res {
@@ -185,6 +212,7 @@ impl LogRead<'_> {
             records,
             first_seq,
             max_seq,
+            stdin: None,
         })
     }
 }
@@ -262,8 +290,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     let roots = opts.kubelet_root.resolve_if_any(&host)?;
     let (mono_now, now) = kmsg::clocks();
     let log = LogRead {
-        path: opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg")),
+        path: if opts.reads_kmsg_stdin() {
+            PathBuf::from("stdin")
+        } else {
+            opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"))
+        },
         own: opts.kmsg.is_none() && host.is_local(),
+        stdin: opts.reads_kmsg_stdin(),
         host: &host,
         patterns: opts.patterns(),
         window_ms: opts.window.as_millis() as i64,
@@ -277,9 +310,11 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         ..Default::default()
     };
     let boot_id = host.proc_sys("kernel/random/boot_id");
+    // stdin has no position to resume from: read whole every time.
     let state_path = opts
         .state_dir
         .as_ref()
+        .filter(|_| !log.stdin)
         .map(|d| state::path(d, CHECK_ID, &log.path.display().to_string()));
     let mut st = load_state(state_path.as_deref(), &boot_id, now, &mut data.notes);
     let mut after = st.last_seq;
@@ -357,6 +392,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         events.len()
     ));
     data.events = events;
+    if let Some(st) = &pass.stdin {
+        crate::stdin::describe(st, &mut data);
+        return Ok(data);
+    }
     map_devices(opts, &host, &roots, ctx, &mut data);
     Ok(data)
 }

@@ -7,6 +7,7 @@
 pub mod classify;
 mod evaluate;
 mod gather;
+pub mod stdin;
 
 pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event, Holding};
 pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgState};
@@ -47,7 +48,9 @@ pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// The kernel log: the kmsg device, or a regular file holding kmsg records
+    /// The kernel log: the kmsg device, a regular file holding kmsg records (e.g. the
+    /// receive-logs kernel.log of a Talos node), or '-' for stdin: `talosctl [-n NODE] dmesg`
+    /// lines or kmsg records (not resumed with --state-dir; devices not mapped to volumes)
     #[arg(long, value_name = "PATH")]
     pub kmsg: Option<PathBuf>,
 
@@ -109,6 +112,13 @@ impl From<&Opts> for Policy {
     }
 }
 
+impl Opts {
+    /// `--kmsg -`: the kernel log comes on stdin.
+    pub fn reads_kmsg_stdin(&self) -> bool {
+        self.kmsg.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    }
+}
+
 impl Check for Opts {
     const NAME: &'static str = "STORAGE_KERNEL_ERRORS";
     const BINARY: &'static str = "check_storage_kernel_errors";
@@ -118,10 +128,15 @@ impl Check for Opts {
     }
 
     fn reads_stdin(&self) -> bool {
-        self.names.reads_stdin()
+        self.names.reads_stdin() || self.reads_kmsg_stdin()
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        if self.reads_kmsg_stdin() && self.names.reads_stdin() {
+            return Err(Unknown(
+                "--kmsg - and the names' '-' both read stdin: give one of them as a file".into(),
+            ));
+        }
         let rem = ctx.remaining();
         let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
         let deadline = Instant::now() + rem.saturating_sub(margin);

@@ -9,6 +9,8 @@
 //! meant for another check.
 
 use clap::CommandFactory;
+
+pub mod receive_logs;
 use plugin::Check;
 use std::ffi::OsString;
 use std::path::Path;
@@ -197,7 +199,7 @@ pub fn dispatch(args: Vec<OsString>) -> Dispatch {
         "-h" | "--help" => Dispatch::Help,
         "-V" | "--version" => Dispatch::Version,
         "--list" => Dispatch::List,
-        name => match applet(name) {
+        name => match applet(name).or_else(|| receive_logs::applet(name)) {
             Some(a) => {
                 let sub = SUBCOMMANDS.iter().any(|(s, _)| *s == name);
                 let mut rest = args;
@@ -240,6 +242,10 @@ pub fn help() -> String {
             s.push_str(&format!("  {:<29} needs {}\n", "", a.cap_names()));
         }
     }
+    s.push_str(&format!(
+        "\n  {PROGRAM} {} --listen ADDR:PORT --state-dir DIR   receives Talos json_lines logs\n",
+        receive_logs::SUB
+    ));
     s.push_str(&format!(
         "\nThe textfile runner is also `{PROGRAM} {TEXTFILE_SUB}`, the /metrics server `{PROGRAM} \
          {SERVE_SUB}`. `NAME --help` describes a check.\n\
@@ -301,6 +307,9 @@ pub fn main() -> ! {
             print(&list());
             0
         }
+        Dispatch::Unknown(name) if name == man::FLAG => {
+            man::main(&std::env::args_os().collect::<Vec<_>>())
+        }
         Dispatch::Unknown(name) => {
             print(&unknown(&name));
             3
@@ -314,6 +323,8 @@ pub fn main() -> ! {
     };
     std::process::exit(code)
 }
+
+mod man;
 
 #[cfg(test)]
 mod tests;
