@@ -225,6 +225,9 @@ fn command_problems(
         // The program runs the check named by its first argument.
         match w.get(1) {
             Some(c) if c.starts_with("check_") => (c.to_string(), w[2..].to_vec()),
+            // A subcommand runs the applet of that name (`serve`, `textfile`).
+            Some(&"serve") => ("k8s-storage-checks-serve".to_string(), w[2..].to_vec()),
+            Some(&"textfile") => ("k8s-storage-checks-textfile".to_string(), w[2..].to_vec()),
             _ => (name.to_string(), w[1..].to_vec()),
         }
     } else if name == "k8s-storage-checks-textfile"

@@ -54,11 +54,15 @@ mod from_zero;
 mod icinga2_pair;
 mod multicall;
 mod next_steps;
+
+// Issue 28: the /metrics endpoint (serve) and the manifests per distribution.
+mod deploy_overlays;
 mod notify_script;
 mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod role_agents;
+mod serve;
 mod spec;
 
 // Issue 26: the docs hold to the programs (commands, options, links, runbooks).

@@ -59,6 +59,7 @@ fn every_page_renders_with_its_sections_options_defaults_and_examples() {
     let mut names = all_checks();
     names.push("k8s-storage-checks".into());
     names.push("k8s-storage-checks-textfile".into());
+    names.push("k8s-storage-checks-serve".into());
     for name in &names {
         let page = dir.path().join(format!("{name}.1"));
         assert!(page.is_file(), "{name}.1 not generated: {out:?}");

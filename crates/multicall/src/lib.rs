@@ -21,6 +21,13 @@ pub const PROGRAM: &str = "k8s-storage-checks";
 pub const TEXTFILE: &str = "k8s-storage-checks-textfile";
 /// The runner as a subcommand: `k8s-storage-checks textfile --dir ...`.
 pub const TEXTFILE_SUB: &str = "textfile";
+/// The `/metrics` server's name, also reachable as [`SERVE_SUB`].
+pub const SERVE: &str = "k8s-storage-checks-serve";
+/// The `/metrics` server as a subcommand: `k8s-storage-checks serve --listen ADDR:PORT ...`.
+pub const SERVE_SUB: &str = "serve";
+
+/// Subcommands of the program and the applet each one runs: `k8s-storage-checks SUB ...`.
+pub static SUBCOMMANDS: &[(&str, &str)] = &[(TEXTFILE_SUB, TEXTFILE), (SERVE_SUB, SERVE)];
 
 /// A Linux capability a check needs for the node's own sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,11 +123,20 @@ pub static APPLETS: &[Applet] = &[
         about: about::<textfile::Opts>,
         run: textfile::main_from,
     },
+    Applet {
+        name: SERVE,
+        caps: &[],
+        about: about::<textfile::serve::ServeOpts>,
+        run: |args| textfile::serve::main_from(args),
+    },
 ];
 
-/// The applet called `name` (`textfile` names the runner too).
+/// The applet called `name` (a subcommand's name, e.g. `textfile`, names its applet too).
 pub fn applet(name: &str) -> Option<&'static Applet> {
-    let name = if name == TEXTFILE_SUB { TEXTFILE } else { name };
+    let name = SUBCOMMANDS
+        .iter()
+        .find(|(sub, _)| *sub == name)
+        .map_or(name, |(_, applet)| *applet);
     APPLETS.iter().find(|a| a.name == name)
 }
 
@@ -179,19 +195,19 @@ pub fn dispatch(args: Vec<OsString>) -> Dispatch {
     let Some(first) = args.get(1) else {
         return Dispatch::Usage;
     };
-    let first = first.to_string_lossy();
-    match first.as_ref() {
+    let first = first.to_string_lossy().into_owned();
+    match first.as_str() {
         "-h" | "--help" => Dispatch::Help,
         "-V" | "--version" => Dispatch::Version,
         "--list" => Dispatch::List,
         name => match applet(name).or_else(|| receive_logs::applet(name)) {
             Some(a) => {
-                let sub = name == TEXTFILE_SUB;
+                let sub = SUBCOMMANDS.iter().any(|(s, _)| *s == name);
                 let mut rest = args;
                 rest.remove(0);
                 if sub {
                     // Its usage and errors name the command as typed: `k8s-storage-checks textfile`.
-                    rest[0] = format!("{PROGRAM} {TEXTFILE_SUB}").into();
+                    rest[0] = format!("{PROGRAM} {name}").into();
                 }
                 Dispatch::Run(a, rest)
             }
@@ -232,7 +248,8 @@ pub fn help() -> String {
         receive_logs::SUB
     ));
     s.push_str(&format!(
-        "\nThe textfile runner is also `{PROGRAM} {TEXTFILE_SUB}`. `NAME --help` describes a check.\n\
+        "\nThe textfile runner is also `{PROGRAM} {TEXTFILE_SUB}`, the /metrics server `{PROGRAM} \
+         {SERVE_SUB}`. `NAME --help` describes a check.\n\
          A copy with file capabilities keeps, for the check it runs, only those that check needs.\n\
          --list prints each name, the copy it is installed as a link to and the capabilities it\n\
          needs, one name per line.\n"
@@ -245,10 +262,15 @@ pub fn unknown(name: &str) -> String {
     let names: Vec<&str> = APPLETS.iter().map(|a| a.name).collect();
     format!(
         "K8S_STORAGE_CHECKS UNKNOWN - no check named '{}' in {PROGRAM} {}: known names are {} \
-         (and {TEXTFILE_SUB})\n",
+         (and {})\n",
         plugin::sanitize(name),
         env!("CARGO_PKG_VERSION"),
-        names.join(", ")
+        names.join(", "),
+        SUBCOMMANDS
+            .iter()
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 

@@ -9,7 +9,7 @@
 //! very binary it ships (packaging/mkdeb runs it; nothing else is built), and the pages always
 //! describe that binary's options.
 
-use crate::{APPLETS, PROGRAM, TEXTFILE, TEXTFILE_SUB};
+use crate::{APPLETS, PROGRAM, SERVE, TEXTFILE, TEXTFILE_SUB};
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
@@ -372,6 +372,11 @@ fn render(name: &str, cmd: clap::Command, page: Option<&str>) -> std::io::Result
             format!("{TEXTFILE} --dir /var/lib/node_exporter/textfile_collector --host-root /host --check 'check_ro_pvc_mounts -t 30'"),
             "In the DaemonSet's pod (deploy/daemonset.yaml)".into(),
         )];
+    } else if name == SERVE {
+        ex = vec![(
+            format!("{PROGRAM} serve --listen 0.0.0.0:9842 --host-root /host --check 'check_ro_pvc_mounts -t 30'"),
+            "In the DaemonSet's pod (deploy/base); /metrics on port 9842".into(),
+        )];
     }
     examples_section(&mut r, &ex);
     see_also(&mut r, name);
@@ -389,6 +394,14 @@ pub fn generate(dir: &Path) -> Result<Vec<String>, String> {
             pages.push((
                 TEXTFILE.to_string(),
                 <textfile::Opts as CommandFactory>::command(),
+                None,
+            ));
+            continue;
+        }
+        if a.name == SERVE {
+            pages.push((
+                SERVE.to_string(),
+                <textfile::serve::ServeOpts as CommandFactory>::command(),
                 None,
             ));
             continue;

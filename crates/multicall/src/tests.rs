@@ -164,6 +164,7 @@ check_stuck_scheduled k8s-storage-checks
 check_stuck_terminating k8s-storage-checks
 check_watch_cache k8s-storage-checks
 k8s-storage-checks-textfile k8s-storage-checks
+k8s-storage-checks-serve k8s-storage-checks
 ";
     assert_eq!(list(), want);
 }
@@ -177,6 +178,19 @@ fn masks_and_copy_names_follow_the_capabilities() {
     );
     assert_eq!(applet("check_watch_cache").unwrap().mask(), 0);
     assert_eq!(applet("textfile").unwrap().name, TEXTFILE);
+    assert_eq!(applet("serve").unwrap().name, SERVE);
+    assert_eq!(applet(SERVE).unwrap().mask(), 0);
+    let (name, rest) = run_of(dispatch(args(&[
+        "k8s-storage-checks",
+        "serve",
+        "--listen",
+        "127.0.0.1:9842",
+    ])));
+    assert_eq!(name, SERVE);
+    assert_eq!(
+        rest,
+        ["k8s-storage-checks serve", "--listen", "127.0.0.1:9842"]
+    );
     assert_eq!(copy_name(&[]), "k8s-storage-checks");
     assert_eq!(
         copy_name(&[Cap::DacReadSearch]),

@@ -19,6 +19,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod exposition;
+pub mod serve;
+pub mod webconfig;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "k8s-storage-checks-textfile",
@@ -68,10 +72,42 @@ pub struct Job {
     pub args: Vec<String>,
 }
 
+impl Job {
+    /// The check's own `-t`/`--timeout` in seconds (the plugins' default, 10, when not given):
+    /// the runner gives it that long plus a grace before it kills it.
+    pub fn timeout(&self) -> Duration {
+        let mut it = self.args.iter();
+        let mut secs: Option<f64> = None;
+        while let Some(a) = it.next() {
+            let v = if a == "-t" || a == "--timeout" {
+                it.next().cloned()
+            } else {
+                a.strip_prefix("--timeout=")
+                    .or_else(|| a.strip_prefix("-t").filter(|v| !v.is_empty()))
+                    .map(str::to_string)
+            };
+            if let Some(v) = v {
+                secs = v.split(':').next().and_then(|n| n.parse().ok());
+            }
+        }
+        Duration::from_secs_f64(secs.filter(|s| *s > 0.0 && *s < 86400.0).unwrap_or(10.0))
+    }
+}
+
 /// Turn the `--check` lines into jobs. Errors name the offending line.
 pub fn jobs(o: &Opts) -> Result<Vec<Job>, String> {
+    jobs_from(&o.checks, &o.plugin_dir, o.host_root.as_deref())
+}
+
+/// [`jobs`] from the check lines, the plugin directory and the host root alone (the `serve`
+/// mode's lines come from its options or its config file).
+pub fn jobs_from(
+    lines: &[String],
+    plugin_dir: &Path,
+    host_root: Option<&Path>,
+) -> Result<Vec<Job>, String> {
     let mut out: Vec<Job> = Vec::new();
-    for line in &o.checks {
+    for line in lines {
         let mut words = line.split_whitespace().map(str::to_string);
         let Some(first) = words.next() else {
             return Err("empty --check".into());
@@ -104,10 +140,10 @@ pub fn jobs(o: &Opts) -> Result<Vec<Job>, String> {
         let program = if first.contains('/') {
             PathBuf::from(&first)
         } else {
-            o.plugin_dir.join(&first)
+            plugin_dir.join(&first)
         };
         args.extend(["--format".to_string(), "prometheus".to_string()]);
-        if let Some(h) = &o.host_root {
+        if let Some(h) = host_root {
             if !args
                 .iter()
                 .any(|a| a == "--host-root" || a.starts_with("--host-root="))
@@ -140,6 +176,12 @@ pub fn unknown_metrics(name: &str, reason: &str) -> String {
 
 /// Run one check and return the text for its file.
 pub fn run_job(job: &Job, kill_after: Duration) -> String {
+    run_job_capped(job, kill_after, OUTPUT_MAX)
+}
+
+/// [`run_job`] with a cap on the check's output other than the runner's 64 MiB (`serve` keeps
+/// every answer in memory and has its own, smaller one).
+pub fn run_job_capped(job: &Job, kill_after: Duration, output_max: u64) -> String {
     // stdin: an empty pipe, not /dev/null (works even where /dev is not populated).
     let mut child = match Command::new(&job.program)
         .args(&job.args)
@@ -163,7 +205,7 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
     // more than the cap.
     let reader = std::thread::spawn(move || {
         // A read error keeps what the check's exit code and status series say (none: UNKNOWN).
-        plugin::mapped::read_capped(&mut stdout, OUTPUT_MAX).unwrap_or(Some(Vec::new()))
+        plugin::mapped::read_capped(&mut stdout, output_max).unwrap_or(Some(Vec::new()))
     });
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -200,7 +242,7 @@ pub fn run_job(job: &Job, kill_after: Duration) -> String {
             &job.name,
             &format!(
                 "more than {} MiB of output (the cap of one check's metrics)",
-                OUTPUT_MAX >> 20
+                output_max >> 20
             ),
         );
     };
@@ -275,13 +317,13 @@ pub fn publish(dir: &Path, name: &str, content: &str) -> Result<(), String> {
 /// The most a check's metrics may take (10 000 volumes' series are a few MiB).
 const OUTPUT_MAX: u64 = 64 << 20;
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-fn install_signal_handlers() {
+pub(crate) fn install_signal_handlers() {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     let act = SigAction::new(
         SigHandler::Handler(on_signal),
@@ -296,7 +338,7 @@ fn install_signal_handlers() {
 
 /// Reap children that are not ours to wait for: probes abandoned by a check that timed out are
 /// re-parented to PID 1, which is this process when it is the container's entrypoint.
-fn reap_orphans() {
+pub(crate) fn reap_orphans() {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     while let Ok(s) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
         if s == WaitStatus::StillAlive {
