@@ -24,16 +24,7 @@ fn cp() -> &'static ControlPlane {
 }
 
 fn apply_crd(cp: &ControlPlane) {
-    cp.apply(JIVA_CRD);
-    cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/jivavolumes.openebs.io",
-        ],
-        None,
-    );
+    cp.apply_crd(JIVA_CRD, "jivavolumes.openebs.io");
 }
 
 fn check_with(kc: &std::path::Path, args: &[&str]) -> Output {

@@ -504,16 +504,7 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
     ));
     cp.apply(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"openebs"}}"#);
     // Jiva's own status (issue 30): the JivaVolume CRD, so that the check lists JivaVolumes.
-    cp.apply(e2e::apiserver::fixtures::JIVA_CRD);
-    cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/jivavolumes.openebs.io",
-        ],
-        None,
-    );
+    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
     for p in jiva_incident_replicas("pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b") {
         cp.create(&p);
     }
