@@ -138,6 +138,24 @@ pub fn evict_after(tolerations: &[kube::types::Toleration], taint: &str) -> Opti
     best.unwrap_or(Some(0))
 }
 
+/// What a JivaVolume's state amounts to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    TargetRo,
+    QuorumLost,
+    Degraded,
+    Ok,
+}
+
+fn signal_of(v: Verdict) -> &'static str {
+    match v {
+        Verdict::TargetRo => "jiva_target_ro",
+        Verdict::QuorumLost => "jiva_quorum_lost",
+        Verdict::Degraded => "jiva_volume_degraded",
+        Verdict::Ok => "jiva_volume_ok",
+    }
+}
+
 fn runbook(signal: &str) -> String {
     format!("runbook docs/runbooks/{signal}.md")
 }
@@ -183,10 +201,10 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
         format!("pods: {}", pods.join(", "))
     };
     let target_down = matches!(v.status.to_ascii_uppercase().as_str(), "RO" | "OFFLINE");
-    let (status, signal, text, next) = if target_down {
+    let (status, verdict, text, next) = if target_down {
         (
             Status::Critical,
-            "jiva_target_ro",
+            Verdict::TargetRo,
             format!(
                 "{name}: Jiva target {status_shown} ({counts}): writes fail whatever the pods report"
             ),
@@ -201,7 +219,7 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
     } else if rf > 0 && rw * 2 <= rf {
         (
             Status::Critical,
-            "jiva_quorum_lost",
+            Verdict::QuorumLost,
             format!(
                 "{name}: {counts}, quorum lost (needs {}; status {status_shown})",
                 rf / 2 + 1
@@ -231,7 +249,7 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
         }
         (
             Status::Warning,
-            "jiva_volume_degraded",
+            Verdict::Degraded,
             format!("{name}: {counts} ({})", why.join("; ")),
             format!(
                 "next: `{jv} -o yaml`, `{pods_cmd}`, `kubectl -n {} logs POD --previous` for the replica not RW; {}",
@@ -242,13 +260,13 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
     } else {
         (
             Status::Ok,
-            "jiva_volume_ok",
+            Verdict::Ok,
             format!("{name}: Jiva target RW, {counts}"),
             String::new(),
         )
     };
     let mut f = Finding::new(status, text.clone())
-        .signal(signal)
+        .signal(signal_of(verdict))
         .subject(subject);
     if !modes.is_empty() {
         f = f.detail(format!("replicas: {modes}"));
