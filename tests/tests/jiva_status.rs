@@ -120,7 +120,8 @@ fn a_healthy_volume_with_long_tolerations_is_ok() {
     out.assert_status(NAME, 0);
     assert!(
         out.stdout.contains(&format!(
-            "[OK] PVC media/radarr-config ({}): Jiva target RW, 3/3 replicas RW",
+            // A healthy run lists no PVs (no extra request): the replicas' claim label names it.
+            "[OK] PVC coder-workspace-data ({}): Jiva target RW, 3/3 replicas RW",
             v.pv
         )),
         "{out:?}"

@@ -23,6 +23,9 @@ fn cp() -> &'static ControlPlane {
 /// Apply deploy/rbac.yaml and wait until the server's authorizer grants all of it (it follows
 /// RBAC objects through a watch: a check run right after the apply can still get a 403).
 fn apply_rbac(cp: &ControlPlane) {
+    // rbac.yaml grants list on jivavolumes (openebs.io): `can-i` says no while that resource
+    // is not served, so the CRD comes first.
+    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
     cp.apply(RBAC);
     let roles = rbac_roles();
     for g in grants(&roles) {
@@ -503,8 +506,6 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
         &ns,
     ));
     cp.apply(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"openebs"}}"#);
-    // Jiva's own status (issue 30): the JivaVolume CRD, so that the check lists JivaVolumes.
-    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
     for p in jiva_incident_replicas("pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b") {
         cp.create(&p);
     }
