@@ -36,7 +36,6 @@ fn managed_fields(manager: &str, t: &str) -> Value {
 pub const JIVA_CRD: &str = include_str!("../../fixtures/jivavolumes.openebs.io.yaml");
 
 /// A `kubectl get … -o json` list document.
-
 pub fn kubectl_list(items: Vec<Value>) -> Value {
     json!({"apiVersion":"v1","items":items,"kind":"List","metadata":{"resourceVersion":""}})
 }
