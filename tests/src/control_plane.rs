@@ -338,6 +338,35 @@ impl ControlPlane {
         self.kubectl(&["apply", "-f", "-"], Some(doc));
     }
 
+    /// Apply a CustomResourceDefinition and wait (20 s at most) until the server reports it
+    /// Established: its resources are served from then on (`kubectl wait` right after the apply
+    /// can fail while the CRD has no conditions yet).
+    pub fn apply_crd(&self, doc: &str, name: &str) {
+        self.apply(doc);
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let out = self.kubectl_as(
+                User::Admin,
+                &[
+                    "get",
+                    "crd",
+                    name,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+                ],
+                None,
+            );
+            if out.stdout.trim() == "True" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "CRD {name} not Established: {out:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// A namespace of its own for a test.
     pub fn namespace(&self, prefix: &str) -> String {
         let ns = Self::unique(prefix);

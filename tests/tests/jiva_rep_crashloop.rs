@@ -154,6 +154,8 @@ fn in_ns(pods: Vec<serde_json::Value>, ns: &str) -> Vec<serde_json::Value> {
 #[test]
 fn api_token_client_cert_and_pagination() {
     let cp = ControlPlane::with_rbac();
+    // Jiva's own status (issue 30) is read where the JivaVolume CRD is served.
+    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
     let ns = cp.namespace("openebs");
     let mut pods = incident();
     // 200 more healthy volumes: 600 replicas, two pages.
@@ -219,7 +221,9 @@ fn api_token_client_cert_and_pagination() {
         assert!(pages[1].q("continue").is_some(), "{pages:?}");
     }
     // The certificate's user exists for this test only: everything it asked, in order: two pages
-    // of pods, then (something is unhealthy) one list of PVs to name the claims.
+    // of pods, the JivaVolume API's discovery and one list of JivaVolumes, then (something is
+    // unhealthy) one list of PVs to name the claims.
+    let jvs = format!("/apis/openebs.io/v1/namespaces/{ns}/jivavolumes");
     let all: Vec<String> = cp
         .audit()
         .iter()
@@ -234,9 +238,11 @@ fn api_token_client_cert_and_pagination() {
         [
             pods_path.as_str(),
             pods_path.as_str(),
+            "/apis/openebs.io/v1",
+            jvs.as_str(),
             "/api/v1/persistentvolumes"
         ],
-        "two pages and the PVs"
+        "two pages, the JivaVolumes and the PVs"
     );
 }
 

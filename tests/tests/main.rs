@@ -10,6 +10,7 @@
 // One module per check.
 mod iscsi_sessions;
 mod jiva_rep_crashloop;
+mod jiva_status;
 mod kubelet_nested_ops;
 mod pv_capacity;
 mod ro_pvc_mounts;

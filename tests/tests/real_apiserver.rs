@@ -23,6 +23,9 @@ fn cp() -> &'static ControlPlane {
 /// Apply deploy/rbac.yaml and wait until the server's authorizer grants all of it (it follows
 /// RBAC objects through a watch: a check run right after the apply can still get a 403).
 fn apply_rbac(cp: &ControlPlane) {
+    // rbac.yaml grants list on jivavolumes (openebs.io): `can-i` says no while that resource
+    // is not served, so the CRD comes first.
+    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
     cp.apply(RBAC);
     let roles = rbac_roles();
     for g in grants(&roles) {

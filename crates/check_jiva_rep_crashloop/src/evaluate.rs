@@ -31,6 +31,9 @@ pub struct Replica {
     pub last_exit: Option<(i32, String, Option<Time>)>,
     /// When the pod last became not Ready (Ready=False transition).
     pub not_ready_since: Option<Time>,
+    /// For each of [`EVICTION_TAINTS`](crate::status::EVICTION_TAINTS): how long a node outage
+    /// leaves the pod on its node (`None`: forever).
+    pub evict_after: Vec<(String, Option<i64>)>,
 }
 
 /// Everything gathered.
@@ -42,9 +45,23 @@ pub struct Data {
     /// PV → `namespace/pvc` (the PVs' claimRef).
     pub claims: BTreeMap<String, String>,
     pub notes: Vec<String>,
+    /// The namespaces read.
+    pub namespaces: Vec<String>,
+    /// The JivaVolumes (Jiva's own status), when read.
+    pub volumes: Vec<crate::status::JivaVolume>,
+    /// Why Jiva's own status could not be read (UNKNOWN).
+    pub status_unreadable: Option<String>,
 }
 
 impl Data {
+    /// The first namespace of the scope (for pasteable commands).
+    pub fn scope_namespace(&self) -> &str {
+        self.namespaces
+            .first()
+            .map(String::as_str)
+            .unwrap_or("openebs")
+    }
+
     /// A volume as the other checks name it: `PVC media/config (pvc-…)`, else the PV.
     pub fn volume_name(&self, pv: &str, label_claim: Option<&str>) -> String {
         match self.claims.get(pv).map(String::as_str).or(label_claim) {
@@ -224,7 +241,52 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
                 .next(volume_step(pv)),
         );
     }
-    if d.replicas.is_empty() {
+    if let Some(min) = o.min_toleration {
+        for r in d.replicas.iter().filter(|r| r.controller) {
+            let vol =
+                r.pv.as_deref()
+                    .map(|pv| d.volume_name(pv, label_claims.get(pv).copied()));
+            if let Some(f) = crate::status::judge_toleration(
+                &r.namespace,
+                &r.name,
+                &r.node,
+                r.pv.as_deref(),
+                vol.as_deref(),
+                &r.evict_after,
+                min,
+            ) {
+                status = status.worst(f.status);
+                summary_parts.push(format!("controller {} evicted early", r.name));
+                findings.push(f);
+            }
+        }
+    }
+    for v in &d.volumes {
+        let pods: Vec<String> = d
+            .replicas
+            .iter()
+            .filter(|r| r.pv.as_deref() == Some(v.pv.as_str()))
+            .map(|r| r.name.clone())
+            .collect();
+        let name = d.volume_name(&v.pv, label_claims.get(v.pv.as_str()).copied());
+        let (f, part) = crate::status::judge_volume(v, &name, &pods);
+        status = status.worst(f.status);
+        summary_parts.extend(part);
+        findings.push(f);
+    }
+    if let Some(why) = &d.status_unreadable {
+        status = status.worst(Status::Unknown);
+        summary_parts.push("Jiva's own status not read".to_string());
+        findings.push(
+            Finding::new(Status::Unknown, format!("Jiva's own status (JivaVolumes) not read: {why}"))
+                .signal("jiva_status_unreadable")
+                .detail(format!(
+                    "next: `kubectl auth can-i list jivavolumes.openebs.io -n {} --as system:serviceaccount:k8s-storage-checks:k8s-storage-checks`, `kubectl get crd jivavolumes.openebs.io`; runbook docs/runbooks/jiva_status_unreadable.md",
+                    d.scope_namespace()
+                )),
+        );
+    }
+    if d.replicas.is_empty() && d.volumes.is_empty() && d.status_unreadable.is_none() {
         // Nothing seen is no proof of health: a wrong namespace or selector looks the same.
         return Report::unknown(format!(
             "no Jiva replicas found {} (labelled openebs.io/component=jiva-replica or openebs.io/replica=jiva-replica, or named <pv>-jiva-rep-<N> / <pv>-rep-…): give --namespace, --selector or --name-regex",

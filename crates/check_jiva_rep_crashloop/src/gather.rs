@@ -118,6 +118,15 @@ pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
         not_ready_since: ready_cond
             .filter(|c| c.status != "True")
             .and_then(|c| c.last_transition_time),
+        evict_after: crate::status::EVICTION_TAINTS
+            .iter()
+            .map(|t| {
+                (
+                    t.to_string(),
+                    crate::status::evict_after(&p.spec.tolerations, t),
+                )
+            })
+            .collect(),
     })
 }
 
@@ -131,6 +140,7 @@ impl Opts {
         };
         let mut d = Data {
             scope: filter.describe().replace("on all nodes ", ""),
+            namespaces: self.namespace.clone(),
             ..Default::default()
         };
         // Bounded (issue 27, finding 3): past REPLICAS_MAX replicas are counted, not kept, and
@@ -151,6 +161,12 @@ impl Opts {
                 let n = kube::load_pods_json(path, &filter, &mut take)?;
                 ctx.debug(format!("{n} pods from {}", path.display()));
                 too_many(over)?;
+                if self.jiva_status == "required" {
+                    d.status_unreadable = Some(
+                        "read from the API only, not from --pods-json (--jiva-status required)"
+                            .into(),
+                    );
+                }
             }
             None => {
                 let client = kube::connect(&self.api, ctx)?;
@@ -161,13 +177,26 @@ impl Opts {
                 ));
                 client.list_pods(&filter, &mut take)?;
                 too_many(over)?;
+                if self.jiva_status != "off" {
+                    self.read_jiva_volumes(&client, ctx, &mut d);
+                }
                 // The claims of the volumes it will alert on: one paged list of PVs, only when
                 // something is unhealthy (a healthy cluster costs no extra request). A failure
                 // (RBAC without `list persistentvolumes`) leaves the PV names, with a note.
                 let now = kube::time::now();
+                let min_tol = self.policy().min_toleration;
                 if d.replicas.iter().any(|r| {
-                    r.pv.is_some() && (!r.ready || judge(r, &self.policy(), now).0 != Status::Ok)
-                }) {
+                    r.pv.is_some()
+                        && (!r.ready
+                            || judge(r, &self.policy(), now).0 != Status::Ok
+                            || (r.controller
+                                && min_tol.is_some_and(|m| {
+                                    r.evict_after.iter().any(|(_, s)| {
+                                        s.is_some_and(|s| (s.max(0) as u64) < m.as_secs())
+                                    })
+                                })))
+                }) || d.volumes.iter().any(|v| !volume_ok(v))
+                {
                     ctx.stage(format!(
                         "listing PersistentVolumes from {}",
                         client.server()
@@ -219,9 +248,86 @@ fn too_many(over: usize) -> Result<(), Unknown> {
     )))
 }
 
-/// The PVs the replicas belong to: only their claims are kept (a cluster's other PVs are not).
+/// The PVs the replicas and JivaVolumes belong to: only their claims are kept (a cluster's other
+/// PVs are not).
 fn replica_pvs(d: &Data) -> std::collections::BTreeSet<String> {
-    d.replicas.iter().filter_map(|r| r.pv.clone()).collect()
+    d.replicas
+        .iter()
+        .filter_map(|r| r.pv.clone())
+        .chain(d.volumes.iter().map(|v| v.pv.clone()))
+        .collect()
+}
+
+/// A JivaVolume with nothing to report (its claim need not be looked up).
+fn volume_ok(v: &crate::status::JivaVolume) -> bool {
+    crate::status::judge_volume(v, "", &[]).0.status == Status::Ok
+}
+
+impl Opts {
+    /// Jiva's own status: is the JivaVolume resource served (API discovery, which every
+    /// authenticated identity may read), then the JivaVolumes of each namespace. A resource not
+    /// served is a note (`auto`: legacy Jiva has none) or UNKNOWN (`required`); a failed list
+    /// (403: the rule to grant) is UNKNOWN.
+    fn read_jiva_volumes(&self, client: &kube::Client, ctx: &Ctx, d: &mut Data) {
+        use crate::status::{JivaVolumeObj, JIVA_GROUP_VERSION, JIVA_RESOURCE};
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Discovery {
+            resources: Vec<DiscRes>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct DiscRes {
+            name: String,
+        }
+        let gv_path = format!("/apis/{JIVA_GROUP_VERSION}");
+        ctx.stage(format!("reading {gv_path} from {}", client.server()));
+        let served = match client.send::<Discovery>("GET", &gv_path, &[], None) {
+            Ok(disc) => disc.resources.iter().any(|r| r.name == JIVA_RESOURCE),
+            Err(e) if e.status == Some(404) => false,
+            Err(e) => {
+                d.status_unreadable = Some(e.error.0);
+                return;
+            }
+        };
+        if !served {
+            let why = format!(
+                "the API server does not serve {JIVA_RESOURCE}.{} (the JivaVolume CRD of \
+                 jiva-operator is not installed)",
+                JIVA_GROUP_VERSION.replace("/", " ")
+            );
+            if self.jiva_status == "required" {
+                d.status_unreadable = Some(format!("{why}; --jiva-status required"));
+            } else {
+                d.notes.push(format!(
+                    "Jiva's own status not read: {why}; legacy (maya) Jiva volumes have none, \
+                     pods only judged (--jiva-status required makes this UNKNOWN)"
+                ));
+            }
+            return;
+        }
+        for ns in &self.namespace {
+            let path = format!("/apis/{JIVA_GROUP_VERSION}/namespaces/{ns}/{JIVA_RESOURCE}");
+            ctx.stage(format!("listing {path} from {}", client.server()));
+            let mut n = 0usize;
+            let res = client.list(&path, &kube::ListParams::default(), |o: JivaVolumeObj| {
+                n += 1;
+                if d.volumes.len() < REPLICAS_MAX {
+                    d.volumes.push(o.into());
+                }
+            });
+            if let Err(e) = res {
+                d.status_unreadable = Some(e.0);
+                return;
+            }
+            if n > REPLICAS_MAX {
+                d.status_unreadable = Some(format!(
+                    "more than {REPLICAS_MAX} JivaVolumes: not all judged; narrow it with --namespace"
+                ));
+                return;
+            }
+        }
+    }
 }
 
 fn add_claim(claims: &mut BTreeMap<String, String>, pv: &kube::PersistentVolume) {

@@ -8,6 +8,7 @@
 
 mod evaluate;
 mod gather;
+pub mod status;
 
 pub use evaluate::{evaluate, judge, Data, Replica};
 pub use gather::replica_of;
@@ -60,7 +61,12 @@ A replica is crash-looping when a container waits in CrashLoopBackOff, or restar
 times with the last restart within --restart-window. That is WARNING, and CRITICAL once unhealthy \
 longer than --critical-after or restarted more than -c times. Replicas are grouped by PV (label \
 openebs.io/persistent-volume or the name): fewer healthy replicas than pods is WARNING, no healthy \
-majority is CRITICAL.",
+majority is CRITICAL.\n\n\
+Jiva's own status (--jiva-status): each JivaVolume (openebs.io/v1) in --namespace. Target RO or \
+Offline is CRITICAL even when every pod is Running; RW replicas at or below half the replication \
+factor (quorum lost) CRITICAL; an ERR replica, fewer RW replicas than configured or another status \
+WARNING. --min-toleration warns when a Jiva controller would be evicted by a node outage sooner \
+than that (the cascade's mitigation, with check_iscsi_sessions --min-recovery-timeout).",
     mut_arg("warning", |a| a.help("Restart-count range: a replica whose count is outside it (default: above 3) and whose last restart was within --restart-window counts as crash-looping (full range grammar: `3:`, `@0:2`, `-w -10:-2`)").default_value("3")),
     mut_arg("critical", |a| a.help("Restart-count range: CRITICAL when a crash-looping replica's count is outside it (default: above 10)").default_value("10"))
 )]
@@ -91,6 +97,18 @@ pub struct Opts {
     #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
     pub name_regex: Option<Regex>,
 
+    /// Jiva's own status, the JivaVolume resources (openebs.io/v1) in --namespace: `auto` reads
+    /// them when the API serves them (a note otherwise: legacy Jiva has none), `required` is
+    /// UNKNOWN without them, `off` does not read them
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "required", "off"])]
+    pub jiva_status: String,
+
+    /// WARNING when a Jiva controller (the iSCSI target) tolerates the node.kubernetes.io/not-ready
+    /// or unreachable NoExecute taint for less than this (e.g. 600s; Kubernetes adds 300s,
+    /// jiva-operator's default policy 0s); off by default
+    #[arg(long, value_name = "DURATION", value_parser = plugin::args::duration)]
+    pub min_toleration: Option<Duration>,
+
     #[command(flatten)]
     pub api: ApiArgs,
 
@@ -120,6 +138,8 @@ pub struct Policy {
     pub critical_after: Duration,
     /// How recent the last restart must be for `warning` to count it.
     pub restart_window: Duration,
+    /// Controllers evicted sooner than this by a node outage are WARNING.
+    pub min_toleration: Option<Duration>,
 }
 
 impl Opts {
@@ -138,6 +158,7 @@ impl Opts {
                 .unwrap_or_else(|| Range::above(10.0)),
             critical_after: self.critical_after,
             restart_window: self.restart_window,
+            min_toleration: self.min_toleration,
         }
     }
 }

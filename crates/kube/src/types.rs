@@ -81,6 +81,25 @@ pub struct PodSpec {
     #[serde(deserialize_with = "nd")]
     pub volumes: Vec<PodVolume>,
     pub termination_grace_period_seconds: Option<i64>,
+    /// The pod's tolerations (check_jiva_rep_crashloop's `--min-toleration`).
+    #[serde(deserialize_with = "nd")]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// One toleration of a pod (`spec.tolerations[]`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Toleration {
+    #[serde(deserialize_with = "nd")]
+    pub key: String,
+    /// `Exists` or `Equal` (empty means `Equal`).
+    #[serde(deserialize_with = "nd")]
+    pub operator: String,
+    /// `NoSchedule`, `PreferNoSchedule`, `NoExecute`; empty matches every effect.
+    #[serde(deserialize_with = "nd")]
+    pub effect: String,
+    /// For `NoExecute`: how long the pod stays bound after the taint; `None` is forever.
+    pub toleration_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -32,6 +32,9 @@ fn managed_fields(manager: &str, t: &str) -> Value {
         "manager":"kubelet","operation":"Update","subresource":"status","time":t}])
 }
 
+/// jiva-operator's JivaVolume CRD (v3.6.0, vendored with its source at its top).
+pub const JIVA_CRD: &str = include_str!("../../fixtures/jivavolumes.openebs.io.yaml");
+
 /// A `kubectl get … -o json` list document.
 pub fn kubectl_list(items: Vec<Value>) -> Value {
     json!({"apiVersion":"v1","items":items,"kind":"List","metadata":{"resourceVersion":""}})

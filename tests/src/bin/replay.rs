@@ -41,6 +41,8 @@ const CODER_PV: &str = "pvc-8ecc1d40-7b3a-4e96-b1f8-5d2a6c9e0f77";
 const DELETED_PV: &str = "pvc-81b676e6-2d4f-4c1a-9e3b-7f5a0c2d8e91";
 const GONE_POD_UID: &str = "5d1f0c3a-8e2b-4d7f-a1c6-0b9e4f2a7d15";
 const WS_PV: &str = "pvc-3c1e9a7b-4f2d-4b8e-9c6a-1d0e5f7b2a43";
+/// Issue 30's Jiva volume read-only at its target while its pods all report Running.
+const JIVA_RO_PV: &str = "pvc-2f7c5d1e-9b3a-4c8d-a6e2-0d4b7f1c9e35";
 
 /// Pids to SIGKILL and a directory to remove when a signal ends the replay early.
 static HOLDER: AtomicI32 = AtomicI32::new(0);
@@ -270,6 +272,69 @@ fn api_server() -> (
         ),
         jiva_replica(CODER_PV, 2, "k8s03", 60 * 86400, Rep::Healthy),
     ];
+    // Issue 30: a Jiva volume read-only at its target, its controller (with the 300 s
+    // tolerations Kubernetes' admission gives) and replicas all Running and Ready.
+    let mut ctrl = running(
+        "openebs",
+        &format!("{JIVA_RO_PV}-jiva-ctrl-7d9c8b6f4-kq2wz"),
+        "k8s03",
+        20 * 86400,
+    );
+    ctrl["metadata"]["labels"] = json!({"openebs.io/cas-type":"jiva",
+        "openebs.io/component":"jiva-controller","openebs.io/persistent-volume":JIVA_RO_PV});
+    ctrl["spec"]["tolerations"] = json!([
+        {"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300},
+        {"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}]);
+    pods.push(ctrl);
+    for (i, node) in ["k8s01", "k8s02", "k8s03"].into_iter().enumerate() {
+        pods.push(jiva_replica(
+            JIVA_RO_PV,
+            i as u32,
+            node,
+            20 * 86400,
+            Rep::Healthy,
+        ));
+    }
+    s.set(
+        "jivavolumes",
+        vec![json!({"apiVersion":"openebs.io/v1","kind":"JivaVolume",
+            "metadata":{"name":JIVA_RO_PV,"namespace":"openebs"},
+            "spec":{"pv":JIVA_RO_PV,"capacity":"2Gi","accessType":"mount",
+                "policy":{"target":{"replicationFactor":3}},"desiredReplicationFactor":3},
+            "status":{"status":"RO","replicaCount":3,"phase":"Syncing","replicaStatus":[
+                {"address":"tcp://10.1.1.21:9502","mode":"RW"},
+                {"address":"tcp://10.1.2.34:9502","mode":"RW"},
+                {"address":"tcp://10.1.3.47:9502","mode":"WO"}]}})],
+    );
+    // The JivaVolume CRD's API as a real server serves it: discovery, then the list.
+    s.route(
+        "/apis/openebs.io/v1",
+        std::sync::Arc::new(|_req: &e2e::apiserver::Request, _ctx: &e2e::apiserver::Ctx| {
+            e2e::apiserver::Response::json(
+                200,
+                &json!({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"openebs.io/v1",
+                    "resources":[{"name":"jivavolumes","singularName":"jivavolume","namespaced":true,
+                        "kind":"JivaVolume","shortNames":["jv"],
+                        "verbs":["delete","deletecollection","get","list","patch","create","update","watch"]}]}),
+            )
+        }),
+    );
+    s.route(
+        "/apis/openebs.io/v1/namespaces/{ns}/jivavolumes",
+        std::sync::Arc::new(|req: &e2e::apiserver::Request, ctx: &e2e::apiserver::Ctx| {
+            let ns = req.param("ns").unwrap_or("").to_string();
+            let items: Vec<Value> = ctx
+                .objects("jivavolumes")
+                .into_iter()
+                .filter(|o| o["metadata"]["namespace"] == ns.as_str())
+                .collect();
+            e2e::apiserver::Response::json(
+                200,
+                &json!({"kind":"JivaVolumeList","apiVersion":"openebs.io/v1",
+                    "metadata":{"resourceVersion":"1"},"items":items}),
+            )
+        }),
+    );
     // The workspace pod whose volume's FUSE daemon hangs: claim it.
     pods[2]["spec"]["volumes"] =
         json!([{"name":"workspace","persistentVolumeClaim":{"claimName":"ws-b70553ae-data"}}]);
@@ -302,6 +367,7 @@ fn api_server() -> (
                 Some(("coder", "coder-workspace-data")),
             ),
             pv(WS_PV, LONGHORN, Some(("llmsafespaces", "ws-b70553ae-data"))),
+            pv(JIVA_RO_PV, JIVA_DRIVER, Some(("media", "prowlarr-config"))),
         ],
     );
     s.set(
@@ -626,6 +692,23 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         source: "docs/incidents.md#1-pvek8s-storage-cascade (Executive Summary, Chain 4)",
         how: "API: the openebs namespace's Jiva replica pods".into(),
         args: os(&["--kubeconfig", &kc_s]),
+        env: vec![],
+        in_ns: false,
+    });
+    scenes.push(Scene {
+        check: "check_jiva_rep_crashloop",
+        node: "cluster",
+        quote: "a Jiva volume gone read-only at the target while its replica and controller pods all report Running ... the cascade's structural mitigation — tolerationSeconds 600 for the jiva-ctrl pods — was \"planned but never implemented\"",
+        source: "issue 30 (public issue trackers) and docs/incidents.md#1-pvek8s-storage-cascade (Chain 2)",
+        how: "API: the JivaVolumes (Jiva's own status) and the Jiva controller's tolerations".into(),
+        args: os(&[
+            "--kubeconfig",
+            &kc_s,
+            "--jiva-status",
+            "required",
+            "--min-toleration",
+            "600s",
+        ]),
         env: vec![],
         in_ns: false,
     });
