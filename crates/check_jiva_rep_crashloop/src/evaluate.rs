@@ -280,8 +280,8 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
         findings.push(
             Finding::new(Status::Unknown, format!("Jiva's own status (JivaVolumes) not read: {why}"))
                 .signal("jiva_status_unreadable")
-                .detail(format!(
-                    "next: `kubectl auth can-i list jivavolumes.openebs.io -n {} --as system:serviceaccount:k8s-storage-checks:k8s-storage-checks`, `kubectl get crd jivavolumes.openebs.io`; runbook docs/runbooks/jiva_status_unreadable.md",
+                .next(format!(
+                    "`kubectl auth can-i list jivavolumes.openebs.io -n {} --as system:serviceaccount:k8s-storage-checks:k8s-storage-checks`, `kubectl get crd jivavolumes.openebs.io`",
                     d.scope_namespace()
                 )),
         );

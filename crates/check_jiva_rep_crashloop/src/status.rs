@@ -156,10 +156,6 @@ fn signal_of(v: Verdict) -> &'static str {
     }
 }
 
-fn runbook(signal: &str) -> String {
-    format!("runbook docs/runbooks/{signal}.md")
-}
-
 /// The verdict on one JivaVolume: its finding, and a summary part when not OK.
 pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Option<String>) {
     let rw = v.replicas.iter().filter(|(_, m)| m == "RW").count() as i64;
@@ -209,12 +205,11 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
                 "{name}: Jiva target {status_shown} ({counts}): writes fail whatever the pods report"
             ),
             format!(
-                "next: `{jv} -o yaml`, `kubectl -n {} logs deploy/{}-jiva-ctrl -c jiva-controller --tail=200`, \
-                 then check_ro_pvc_mounts on the nodes of the pods that mount it; {}",
-                v.namespace,
+                "`{jv} -o yaml`, `kubectl -n {} logs deploy/{}-jiva-ctrl -c jiva-controller --tail=200`, \
+                 then check_ro_pvc_mounts on the nodes of the pods that mount it",
+v.namespace,
                 v.name,
-                runbook("jiva_target_ro")
-            ),
+                            ),
         )
     } else if rf > 0 && rw * 2 <= rf {
         (
@@ -225,8 +220,7 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
                 rf / 2 + 1
             ),
             format!(
-                "next: `{jv} -o yaml`, `{pods_cmd}`; do not wipe any replica before a majority is RW; {}",
-                runbook("jiva_quorum_lost")
+                "`{jv} -o yaml`, `{pods_cmd}`; do not wipe any replica before a majority is RW",
             ),
         )
     } else if !err.is_empty() || rw < rf || v.status != "RW" {
@@ -252,9 +246,8 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
             Verdict::Degraded,
             format!("{name}: {counts} ({})", why.join("; ")),
             format!(
-                "next: `{jv} -o yaml`, `{pods_cmd}`, `kubectl -n {} logs POD --previous` for the replica not RW; {}",
-                v.namespace,
-                runbook("jiva_volume_degraded")
+                "`{jv} -o yaml`, `{pods_cmd}`, `kubectl -n {} logs POD --previous` for the replica not RW",
+                v.namespace
             ),
         )
     } else {
@@ -273,7 +266,7 @@ pub fn judge_volume(v: &JivaVolume, name: &str, pods: &[String]) -> (Finding, Op
     }
     f = f.detail(pods_line);
     if status != Status::Ok {
-        f = f.detail(next);
+        f = f.next(next);
     }
     (f, (status != Status::Ok).then_some(text))
 }
@@ -325,11 +318,10 @@ pub fn judge_toleration(
              after their recovery timeout (check_iscsi_sessions --min-recovery-timeout) the \
              filesystems go read-only (the storage cascade)",
         )
-        .detail(format!(
-            "next: `kubectl -n {namespace} get deploy {deploy} -o jsonpath='{{.spec.template.spec.tolerations}}'`; \
+        .next(format!(
+            "`kubectl -n {namespace} get deploy {deploy} -o jsonpath='{{.spec.template.spec.tolerations}}'`; \
              set tolerationSeconds 600 for both taints in the JivaVolumePolicy's spec.target.tolerations \
-             and on this deployment in a maintenance window (the rollout restarts the target); {}",
-            runbook("toleration_short")
+             and on this deployment in a maintenance window (the rollout restarts the target)"
         )),
     )
 }
@@ -410,7 +402,7 @@ mod tests {
             vol("RW", 3, &["ERR", "RW", "RW"]),
         ] {
             let f = judged(&v).2;
-            let next = f.details.iter().find(|d| d.starts_with("next: ")).unwrap();
+            let next = f.next_line().unwrap();
             assert!(
                 !next.contains('|') && next.ends_with(&format!("docs/runbooks/{}.md", f.signal)),
                 "{next}"

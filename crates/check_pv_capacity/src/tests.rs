@@ -158,7 +158,8 @@ fn percent_and_absolute_thresholds_for_bytes_and_inodes() {
     assert_eq!((f.status, f.signal), (Status::Critical, "pv_inodes_low"));
     assert!(f.text.contains("free inodes under -K 3%"), "{}", f.text);
     assert!(
-        f.next_line().is_some_and(|l| l.contains("du -x --inodes -d1")),
+        f.next_line()
+            .is_some_and(|l| l.contains("du -x --inodes -d1")),
         "{f:?}"
     );
     assert_eq!(
