@@ -53,3 +53,7 @@ mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod spec;
+
+// Issue 29: delivery (arm64 under qemu-user; project metadata, OCI images, release workflow).
+mod arm64;
+mod delivery;
