@@ -474,7 +474,7 @@ fn plain_image_sees_the_host_through_host_root() {
             c
         },
         ["cap_dac_read_search", "cap_sys_ptrace", "cap_syslog"],
-        "the plain DaemonSet's capabilities changed: update README and this test"
+        "the plain DaemonSet's capabilities changed: update docs/deploy/container.md and this test"
     );
     let c = EmuContainer::start(
         &host,
@@ -1194,17 +1194,18 @@ fn manifests_validate_against_kubernetes_schemas() {
 }
 
 #[test]
-fn readme_documents_every_runner_option() {
+fn docs_document_every_runner_option() {
     let help = Cmd::check("k8s-storage-checks-textfile")
         .arg("--help")
         .run();
     assert_eq!(help.code, 0, "{help:?}");
-    let readme = std::fs::read_to_string(e2e::workspace_root().join("README.md")).unwrap();
+    let page = e2e::workspace_root().join("docs/deploy/container.md");
+    let readme = std::fs::read_to_string(page).unwrap();
     let section = readme
         .split("<!-- container-mode:begin -->")
         .nth(1)
         .and_then(|s| s.split("<!-- container-mode:end -->").next())
-        .expect("README has the container-mode section");
+        .expect("docs/deploy/container.md has the container-mode section");
     let mut n = 0;
     // Option lines: `  -x, --name <VALUE>` or `      --name <VALUE>`.
     for line in help.stdout.lines().map(str::trim_start) {
@@ -1225,7 +1226,7 @@ fn readme_documents_every_runner_option() {
         n += 1;
         assert!(
             section.contains(&format!("`{opt}")),
-            "README's container-mode section does not mention {opt}"
+            "docs/deploy/container.md does not mention {opt}"
         );
     }
     assert!(n >= 6, "{help:?}");

@@ -1734,7 +1734,7 @@ fn example_playbook_in_check_mode_on_a_fresh_host() {
         ),
     )
     .unwrap();
-    // The kubeconfig the README's command line passes (deploy/README.md makes a real one).
+    // The kubeconfig the README's command line passes (docs/deploy/kubernetes.md makes a real one).
     let kubeconfig = work.path().join("k8s-storage-checks.kubeconfig");
     std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
     let before = tree_listing(&root);

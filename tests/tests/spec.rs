@@ -1,5 +1,5 @@
 //! The deployment files proven against the binaries: every option that nrpe.d, the Icinga 2
-//! CheckCommands, the role (its rendered commands, its option lists) and the README option tables
+//! CheckCommands, the role (its rendered commands, its option lists) and the docs' option tables
 //! pass or name exists in that check, with the right arity and a value its own parser takes;
 //! every check option has its Icinga argument. The binaries describe themselves
 //! (`--print-spec`), and judge a command line with their own parser (`--print-spec ARGS…`).
@@ -525,44 +525,41 @@ fn role_argument_spec_covers_the_option_variables() {
     }
 }
 
-// ---- README ----------------------------------------------------------------------------------
+// ---- docs/checks/<check>.md ----------------------------------------------------------------
 
-/// The option tables under each `### check_…` heading name options that check has, with a value
-/// where the table shows one.
+/// The option tables of each check's page, `docs/checks/<check>.md`, name options that check has,
+/// with a value where the table shows one; and every page has an option table.
 #[test]
-fn readme_option_tables_name_options_each_check_has() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+fn docs_option_tables_name_options_each_check_has() {
     let mut all = Vec::new();
-    let mut current: Option<Spec> = None;
-    for line in readme.lines() {
-        if let Some(h) = line.strip_prefix("### ") {
-            let name = h.split_whitespace().next().unwrap_or("");
-            current = all_checks()
-                .iter()
-                .any(|c| c == name)
-                .then(|| Spec::of(name));
-            continue;
-        }
-        if line.starts_with("## ") {
-            current = None;
-        }
-        let Some(spec) = &current else { continue };
-        if !line.starts_with("| `-") {
-            continue;
-        }
-        let first_cell = line[1..].split(" |").next().unwrap_or("");
-        for code in first_cell.split('`').skip(1).step_by(2) {
-            let words: Vec<&str> = code.split_whitespace().collect();
-            let value = words.len() > 1;
-            for name in words[0].split(['/', ',']).filter(|n| n.starts_with('-')) {
-                let u = Use {
-                    place: format!("README {} table", spec.binary),
-                    option: name.to_string(),
-                    value: value.then_some(true),
-                    repeat: false,
-                };
-                all.extend(problems(spec, &[u]));
+    for c in all_checks() {
+        let path = workspace_root().join(format!("docs/checks/{c}.md"));
+        let page = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let spec = Spec::of(&c);
+        let mut rows = 0;
+        for line in page.lines() {
+            if !line.starts_with("| `-") {
+                continue;
             }
+            rows += 1;
+            let first_cell = line[1..].split(" |").next().unwrap_or("");
+            for code in first_cell.split('`').skip(1).step_by(2) {
+                let words: Vec<&str> = code.split_whitespace().collect();
+                let value = words.len() > 1;
+                for name in words[0].split(['/', ',']).filter(|n| n.starts_with('-')) {
+                    let u = Use {
+                        place: format!("docs/checks/{c}.md table"),
+                        option: name.to_string(),
+                        value: value.then_some(true),
+                        repeat: false,
+                    };
+                    all.extend(problems(&spec, &[u]));
+                }
+            }
+        }
+        if rows == 0 {
+            all.push(format!("docs/checks/{c}.md has no option table"));
         }
     }
     assert!(all.is_empty(), "{}", all.join("\n"));

@@ -473,16 +473,17 @@ fn forbidden_create_names_the_create_rule() {
     assert!(out.first_line().contains("HTTP 403"), "{out:?}");
 }
 
-/// The canary Role the README ships (section check_watch_cache, "RBAC"), applied as printed
+/// The canary Role the docs ship (docs/checks/check_watch_cache.md, "Privileges"), applied as printed
 /// with only its subject replaced: it grants what the check needs, each verb is needed, and its
 /// commented create rule is what `--create` needs.
 #[test]
-fn the_readme_canary_role_is_needed_and_enough() {
+fn the_documented_canary_role_is_needed_and_enough() {
     let cp = ControlPlane::shared();
-    let readme = std::fs::read_to_string(e2e::workspace_root().join("README.md")).unwrap();
+    let page = e2e::workspace_root().join("docs/checks/check_watch_cache.md");
+    let readme = std::fs::read_to_string(page).unwrap();
     let start = readme
         .find("name: k8s-storage-checks-canary\n  namespace: kube-system\nrules:")
-        .expect("the README's canary Role");
+        .expect("the documented canary Role");
     let block_start = readme[..start].rfind("```yaml\n").unwrap() + "```yaml\n".len();
     let block_end = block_start + readme[block_start..].find("```").unwrap();
     let text = &readme[block_start..block_end];
@@ -496,7 +497,7 @@ fn the_readme_canary_role_is_needed_and_enough() {
     assert_eq!(docs.len(), 2, "{text}");
     assert_eq!(docs[0]["kind"], "Role");
     assert_eq!(docs[1]["kind"], "RoleBinding");
-    // The commented create rule, uncommented as the README says.
+    // The commented create rule, uncommented as the page says.
     let create_rule: Value = serde_json::to_value(
         serde_yaml_ng::from_str::<serde_yaml_ng::Value>(
             &text[text.find("# - apiGroups").unwrap()..text.find("\n---").unwrap()]
@@ -508,7 +509,7 @@ fn the_readme_canary_role_is_needed_and_enough() {
         .unwrap(),
     )
     .unwrap();
-    // In a namespace of its own (the README's is kube-system, shared by the other tests here).
+    // In a namespace of its own (the page's is kube-system, shared by the other tests here).
     let apply = |ns: &str, user: &str, verbs: &[&str], create: bool| {
         let mut role = docs[0].clone();
         let mut binding = docs[1].clone();
