@@ -152,11 +152,83 @@ fn arm64_program_is_static_aarch64_and_answers_like_amd64() {
 }
 
 /// A replay line with what differs between two runs by construction taken out: the sandbox's
-/// and the kubeconfig's temporary paths, and absolute times (the scenes' logs and objects are
-/// made relative to the moment each run starts; what the checks say about them, "16m22s",
-/// "17d ago", stays).
+/// and the kubeconfig's temporary paths, the API server's port, the canary's nonce and how many
+/// reads the watch-cache check made before its deadline, absolute times and durations (each run makes its scenes' objects relative to its own start, and the
+/// emulated program takes a second longer to get to them: "10m ago" becomes "10m1s ago").
+/// Statuses, counts, subjects, next steps and exit codes stay, word for word.
 fn normalize(line: &str, sandbox: &str) -> String {
-    let l = line.replace(sandbox, "$SANDBOX");
+    let l = durations(&times_and_paths(&line.replace(sandbox, "$SANDBOX")));
+    let mut l = l;
+    while let Some(i) = l.find("127.0.0.1:") {
+        let start = i + "127.0.0.1:".len();
+        let end = start + l[start..].bytes().take_while(u8::is_ascii_digit).count();
+        if end == start {
+            break;
+        }
+        l.replace_range(i..end, "<api>");
+    }
+    // How many reads the watch-cache check made before its deadline depends on its speed.
+    if let Some(i) = l.find(" RV=0 reads") {
+        let start = l[..i]
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |p| p + 1);
+        l.replace_range(start..i, "<n>");
+    }
+    if let Some(i) = l.find("canary-nonce=") {
+        let start = i + "canary-nonce=".len();
+        let end = start + l[start..].find(')').unwrap_or(l.len() - start);
+        l.replace_range(start..end, "<nonce>");
+    }
+    l
+}
+
+/// Durations ("10m1s", "1468800s", "3.104s", "250ms") as whole words become `<dur>`.
+fn durations(l: &str) -> String {
+    let b = l.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let word_start = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        if word_start && b[i].is_ascii_digit() {
+            let mut j = i;
+            let mut groups = 0;
+            loop {
+                let d = j + b[j..].iter().take_while(|c| c.is_ascii_digit()).count();
+                if d == j {
+                    break;
+                }
+                let mut k = d;
+                if k < b.len() && b[k] == b'.' {
+                    k += 1 + b[k + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                }
+                let unit = if l[k..].starts_with("ms") {
+                    2
+                } else if k < b.len() && matches!(b[k], b'd' | b'h' | b'm' | b's') {
+                    1
+                } else {
+                    0
+                };
+                if unit == 0 {
+                    break;
+                }
+                j = k + unit;
+                groups += 1;
+            }
+            if groups > 0 && (j == b.len() || !b[j].is_ascii_alphanumeric()) {
+                out.push_str("<dur>");
+                i = j;
+                continue;
+            }
+        }
+        let ch = l[i..].chars().next().unwrap();
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Temporary paths (`/tmp/.tmpXXXX`) and absolute times (`YYYY-MM-DD[T ]HH:MM:SS[.frac][Z]`).
+fn times_and_paths(l: &str) -> String {
     let b = l.as_bytes();
     let mut out = String::new();
     let mut i = 0;

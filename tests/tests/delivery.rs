@@ -154,11 +154,11 @@ fn release_workflow_passes_actionlint_and_publishes_both_arches() {
         .current_dir(&root)
         .run();
     assert_eq!(out.code, 0, "actionlint: {out:?}");
-    // actionlint does find a workflow's mistake (here an undefined step output).
+    // actionlint does find a workflow's mistake (here a step that does not exist).
     let bad = tempfile::tempdir().unwrap();
     let broken = std::fs::read_to_string(&wf).unwrap().replace(
         "steps.image.outputs.layout",
-        "steps.image.outputs.no_such_output",
+        "steps.no_such_step.outputs.layout",
     );
     std::fs::create_dir_all(bad.path().join(".github/workflows")).unwrap();
     let bad_wf = bad.path().join(".github/workflows/release.yml");
@@ -209,6 +209,19 @@ fn json(o: Output, what: &str) -> Value {
     serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{what}: {e}: {}", o.stdout))
 }
 
+/// A directory removed when dropped.
+struct Lower(PathBuf);
+impl Lower {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for Lower {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A blob of an OCI layout by its digest.
 fn blob(layout: &Path, digest: &str) -> PathBuf {
     layout
@@ -227,7 +240,12 @@ fn oci_images_per_arch_and_index_are_inspected_and_run_with_podman() {
     };
     let p = project();
     let version = env!("CARGO_PKG_VERSION");
-    let work = tempfile::tempdir().unwrap();
+    // podman names an `oci:` image after its path, and a name must be lowercase: a directory of
+    // this test's own under /tmp (removed when it ends), not tempfile's mixed-case one.
+    let work =
+        Lower(std::env::temp_dir().join(format!("k8s-storage-checks-oci-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(work.path());
+    std::fs::create_dir_all(work.path()).unwrap();
     let started = Instant::now();
     let o = Cmd::new(workspace_root().join("packaging/mkimage"))
         .env("BIN_DIR_amd64", bin_dir())
