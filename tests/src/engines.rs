@@ -170,7 +170,7 @@ pub struct Intervals {
 }
 
 impl Intervals {
-    /// The documented defaults (README, "fault → alert") scaled 1/60: check_interval 5m,
+    /// The documented defaults (docs/deploy/time-to-alert.md) scaled 1/60: check_interval 5m,
     /// retry_interval 1m, max_check_attempts 3, textfile timer 1m, scrape/evaluation 1m.
     pub const DOCUMENTED: Intervals = Intervals {
         check: 5,

@@ -707,3 +707,104 @@ fn a_hanging_journalctl_is_killed_at_the_deadline() {
     out.assert_status(NAME, 3);
     assert!(out.first_line().contains("deadline"), "{out:?}");
 }
+
+/// Issue 31: the kubelet's log as operators have it — grep output, a pasted line without its
+/// header, backticks, journalctl's short-precise and JSON output, kubelet JSON logging, Talos's
+/// json_lines — each behind a first line that is no kubelet line, through the release binary on
+/// stdin: the incident's loop is CRITICAL in every shape, `-v` counts the line it could not read.
+#[test]
+fn logs_as_operators_have_them_give_the_verdict() {
+    let now = now_secs();
+    let loop_lines: Vec<(i64, String)> = schedule(now - 12 * 60, now - 20)
+        .into_iter()
+        .map(|(t, b)| {
+            (
+                t,
+                nested_op_msg(
+                    t,
+                    LONGHORN,
+                    "pvc-81b676e6",
+                    "",
+                    b,
+                    &mount_refs_err(LONGHORN, "pvc-81b676e6", "worker-04"),
+                ),
+            )
+        })
+        .collect();
+    let klog = |t: i64, m: &str| format!("{}{m}", klog_header(t));
+    type Shape = Box<dyn Fn(usize, i64, &str) -> String>;
+    let shapes: Vec<(&str, Shape)> = vec![
+        (
+            "grep -n",
+            Box::new(move |i, t, m| format!("{}:{}", 535 + i, klog(t, m))),
+        ),
+        (
+            "grep -Hn",
+            Box::new(move |i, t, m| format!("kubelet.log:{}:{}", 535 + i, klog(t, m))),
+        ),
+        ("pasted without header", Box::new(|_, _, m| m.to_string())),
+        (
+            "backticks",
+            Box::new(move |_, t, m| format!("`{}`", klog(t, m))),
+        ),
+        (
+            "journalctl -o short-precise",
+            Box::new(move |_, t, m| {
+                let p = syslog_prefix(t);
+                format!("{}.123456 {}{}", &p[..15], &p[16..], klog(t, m))
+            }),
+        ),
+        (
+            "journalctl -o json",
+            Box::new(move |i, t, m| {
+                serde_json::json!({"__CURSOR": format!("s=1;i={i}"), "__REALTIME_TIMESTAMP": (t * 1_000_000).to_string(), "_SYSTEMD_UNIT": "kubelet.service", "MESSAGE": klog(t, m)}).to_string()
+            }),
+        ),
+        (
+            "kubelet --logging-format=json",
+            Box::new(|_, t, m| json_line(t, m)),
+        ),
+        (
+            "Talos json_lines",
+            Box::new(|_, t, m| {
+                let (y, mo, d, h, mi, s) = utc_parts(t);
+                serde_json::json!({"msg": m, "talos-level": "info", "talos-service": "kubelet", "talos-time": format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.5Z"), "v": 0}).to_string()
+            }),
+        ),
+    ];
+    for (name, shape) in &shapes {
+        let mut input = String::from("$ ssh worker-04 sudo cat kubelet.log\n");
+        for (i, (t, m)) in loop_lines.iter().enumerate() {
+            input.push_str(&shape(i, *t, m));
+            input.push('\n');
+        }
+        let out = check()
+            .args(["--log-file", "-", "-v"])
+            .stdin(input.clone())
+            .run();
+        out.assert_status(NAME, 2);
+        assert!(
+            out.stdout
+                .contains("pvc-81b676e6 UnmountDevice (GetDeviceMountRefs)"),
+            "{name}: {out:?}"
+        );
+        assert!(
+            out.stdout
+                .contains("1 line could not be read as kubelet records (1 of the first"),
+            "{name}: {out:?}"
+        );
+        // The same lines with no failure in them: OK, not "not a kubelet log".
+        if *name != "pasted without header" {
+            let healthy = input.replace("No retries permitted until", "next sync at");
+            let out = check().args(["--log-file", "-"]).stdin(healthy).run();
+            out.assert_status(NAME, 0);
+        }
+    }
+    // Nothing in it is the kubelet's: UNKNOWN.
+    let out = check()
+        .args(["--log-file", "-"])
+        .stdin("$ cat notes.txt\nremember the milk\n")
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(out.stdout.contains("not a kubelet log"), "{out:?}");
+}

@@ -17,6 +17,7 @@ mod stale_csi_mounts;
 mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
+mod talos;
 mod watch_cache;
 
 // The API checks against a real kube-apiserver (tests/control-plane).
@@ -53,6 +54,12 @@ mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod spec;
+
+// Issue 26: the docs hold to the programs (commands, options, links, runbooks).
+mod docs;
+
+// Issue 26: the man pages made by clap_mangen, read with man -l.
+mod man_pages;
 
 // Issue 29: delivery (arm64 under qemu-user; project metadata, OCI images, release workflow).
 mod arm64;

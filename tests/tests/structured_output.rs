@@ -22,7 +22,7 @@ use std::time::Duration;
 
 const FINDING: &str = "k8s_storage_check_finding";
 
-/// The subject fields, in the documented order (README "Structured output").
+/// The subject fields, in the documented order (docs/output.md).
 const FIELDS: [&str; 11] = [
     "node",
     "namespace",

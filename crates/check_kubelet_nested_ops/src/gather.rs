@@ -34,6 +34,13 @@ pub struct SourceInfo {
     /// The source gave nothing at all (an empty file, /dev/null, a pipe that ended at once) and
     /// no earlier run read anything from it: nothing was checked.
     pub empty: bool,
+    /// Leading lines shown to the format test (`sampled`) that are no kubelet record in any
+    /// shape the check reads.
+    pub unread_sampled: u64,
+    pub sampled: u64,
+    /// Lines naming a retry (`No retries permitted until`) that are no failure record the check
+    /// can read (cut, mangled, another program's).
+    pub unread_candidates: u64,
     pub notes: Vec<String>,
 }
 
@@ -107,18 +114,26 @@ pub(crate) fn keep(mut failures: Vec<Failure>, since: i64, now: i64) -> Vec<Fail
     failures
 }
 
-/// What a log source's format says: UNKNOWN when it holds complete lines and none of the first
-/// ones is a kubelet log line, or nothing but a line over the cap (reading it as "no failures"
-/// would answer OK after seeing nothing); a note when lines over the cap were cut.
-pub fn format_verdict(name: &str, s: &scan::ScanStats) -> Result<Option<String>, Unknown> {
+/// What a log source's format says: UNKNOWN when nothing in it is a kubelet record — it holds
+/// complete lines, none of the first ones is a kubelet log line in any shape (also behind an
+/// operator's `grep -n` prefix or backtick) and no line anywhere is a failure record (`found`:
+/// failure records read from it) — or nothing but a line over the cap (reading it as "no
+/// failures" would answer OK after seeing nothing); a note when lines over the cap were cut.
+/// Every record recognised anywhere is judged: a first line that is not the kubelet's (a pasted
+/// header, a shell prompt) does not reject the rest (issue 31).
+pub fn format_verdict(
+    name: &str,
+    s: &scan::ScanStats,
+    found: u64,
+) -> Result<Option<String>, Unknown> {
     let cap = plugin::fmt_bytes(scan::LINE_MAX as u64);
-    if s.sampled > 0 && s.recognized == 0 {
+    if s.sampled > 0 && s.recognized == 0 && found == 0 {
         return Err(Unknown(format!(
-            "{name} is not a kubelet log: none of its first {} lines has the shape of one (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, or kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, bare or behind a syslog/journal, CRI or Docker json-file prefix)",
+            "{name} is not a kubelet log: none of its first {} lines has the shape of one and no line is a failed volume operation (expected klog text `E0713 20:27:25.123456 2166 file.go:348] ...`, kubelet JSON logging `{{\"ts\":...,\"msg\":...}}`, Talos json_lines `{{\"msg\":...,\"talos-time\":...}}` or journalctl -o json, bare or behind a syslog/journal, CRI, Docker json-file, talosctl `<node>: ` or grep -n prefix)",
             s.sampled
         )));
     }
-    if s.overlong > 0 && s.sampled == 0 {
+    if s.overlong > 0 && s.sampled == 0 && found == 0 {
         return Err(Unknown(format!(
             "{name} is not a kubelet log: it holds a line longer than {cap} (the cap of one log line) and no complete line besides"
         )));
@@ -148,6 +163,8 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: i64, read_deadline: Instant) -> Resul
         since: now - opts.policy().lookback_ms(),
         deadline: read_deadline,
         tz: tz.as_ref(),
+        parsed: Default::default(),
+        unparsed: Default::default(),
     };
     let mut data = Data {
         now,
@@ -178,6 +195,9 @@ struct Gatherer<'a> {
     since: i64,
     deadline: Instant,
     tz: &'a dyn time::Tz,
+    /// Candidate lines read as failures, and those that were not (counted per source).
+    parsed: std::cell::Cell<u64>,
+    unparsed: std::cell::Cell<u64>,
 }
 
 impl Gatherer<'_> {
@@ -224,7 +244,20 @@ impl Gatherer<'_> {
     }
 
     fn parse(&self, line: &[u8], time_ms: Option<i64>) -> Option<Failure> {
-        parse::parse_line_since(line, time_ms, self.now, self.tz, self.since)
+        let f = parse::parse_line_since(line, time_ms, self.now, self.tz, self.since);
+        let c = if f.is_some() {
+            &self.parsed
+        } else {
+            &self.unparsed
+        };
+        c.set(c.get() + 1);
+        f
+    }
+
+    /// Start counting a source's candidate lines afresh.
+    fn reset_counts(&self) {
+        self.parsed.set(0);
+        self.unparsed.set(0);
     }
 
     /// The journal of `units`, after the kept cursor (else from the lookback's start).
@@ -235,6 +268,7 @@ impl Gatherer<'_> {
             units.join(",")
         );
         self.ctx.stage(format!("reading {name} (journalctl)"));
+        self.reset_counts();
         let mut notes = Vec::new();
         let st = self.load_state(&name, &mut notes);
         let cursor = st.as_ref().and_then(|(_, s)| s.cursor.clone());
@@ -269,6 +303,7 @@ impl Gatherer<'_> {
     /// Standard input, read to its end (or the deadline); nothing kept.
     fn stdin(&self) -> Result<SourceRead, Unknown> {
         self.ctx.stage("reading stdin");
+        self.reset_counts();
         let o = self.scan(true);
         let mut acc = self.acc(None);
         let mut joiner = wrap::Joiner::new();
@@ -281,12 +316,14 @@ impl Gatherer<'_> {
             |_| {},
         )
         .map_err(|e| Unknown(format!("cannot read stdin: {}", plugin::errtext(&e))))?;
-        let notes: Vec<String> = format_verdict("stdin", &s)?.into_iter().collect();
         joiner.finish(|l| {
             if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
                 acc.push(f);
             }
         });
+        let notes: Vec<String> = format_verdict("stdin", &s, self.parsed.get())?
+            .into_iter()
+            .collect();
         let mut r = self.finish("stdin".into(), None, acc, SourceState::default(), &s, notes);
         r.info.empty = s.bytes_read == 0 && s.complete;
         Ok(r)
@@ -296,6 +333,7 @@ impl Gatherer<'_> {
     fn file(&self, path: &Path) -> Result<SourceRead, Unknown> {
         let name = path.display().to_string();
         self.ctx.stage(format!("reading {name}"));
+        self.reset_counts();
         let mut notes = Vec::new();
         let st = self.load_state(&format!("file:{name}"), &mut notes);
         let prev = st.as_ref().and_then(|(_, s)| s.file);
@@ -306,7 +344,6 @@ impl Gatherer<'_> {
             self.unwrapped(l, &mut joiner, &mut acc)
         })
         .map_err(Unknown)?;
-        notes.extend(format_verdict(&name, &r.stats)?);
         // A partial piece that ends what is written so far is parsed as far as it goes (the
         // needle and the operation key are in the first piece); its rest comes alone next run.
         joiner.finish(|l| {
@@ -314,6 +351,27 @@ impl Gatherer<'_> {
                 acc.push(f);
             }
         });
+        let verdict = match format_verdict(&name, &r.stats, self.parsed.get()) {
+            // The first lines are no kubelet record (a pasted preamble longer than the sample):
+            // the file is looked through for one before it is called "not a kubelet log".
+            Err(e) if r.stats.sampled >= scan::SAMPLE_LINES && self.has_record(path) => {
+                self.ctx.debug(format!(
+                    "{name}: its first {} lines are no kubelet record, later ones are",
+                    r.stats.sampled
+                ));
+                format_verdict(
+                    &name,
+                    &scan::ScanStats {
+                        sampled: 0,
+                        ..r.stats
+                    },
+                    0,
+                )
+                .map_err(|_| e)?
+            }
+            v => v?,
+        };
+        notes.extend(verdict);
         notes.extend(r.notes);
         self.ctx.debug(format!(
             "{name}: read {} bytes, now at offset {}, {} candidates",
@@ -331,6 +389,23 @@ impl Gatherer<'_> {
         let mut read = self.finish(name, st, acc, pos, &r.stats, notes);
         read.info.empty = empty;
         Ok(read)
+    }
+
+    /// Does the file hold a kubelet record anywhere (a line of one of the shapes
+    /// [`parse::is_log_line`] knows, found by their markers at grep speed, until the deadline)?
+    fn has_record(&self, path: &Path) -> bool {
+        let o = scan::Scan {
+            needles: parse::RECORD_NEEDLES,
+            deadline: Some(self.deadline),
+            consume_partial_tail: true,
+            recognize: None,
+        };
+        let mut found = false;
+        let _ = files::read(path, None, &o, |l| {
+            found = found || parse::is_log_line(&l[..l.len().min(4096)]);
+            false
+        });
+        found
     }
 
     /// A candidate line of a file or stdin: lines wrapped by a container runtime (Docker
@@ -446,6 +521,9 @@ impl Gatherer<'_> {
                 hits: stats.hits,
                 complete: stats.complete,
                 empty: false,
+                unread_sampled: stats.sampled - stats.recognized.min(stats.sampled),
+                sampled: stats.sampled,
+                unread_candidates: self.unparsed.get(),
                 notes,
             },
         }

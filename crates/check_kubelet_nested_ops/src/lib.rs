@@ -34,6 +34,12 @@ TearDown, Attach...). One stuck operation blocks every pod needing that volume o
 A kubelet run in a container logs through its runtime: Docker json-file lines
 (/var/lib/docker/containers/<id>/<id>-json.log) and CRI lines (/var/log/pods/<ns>_<pod>_<uid>/
 <container>/0.log, 'P' partial records joined with the next) are unwrapped per line.
+Logs as operators have them are read too: grep -n/-H output, a line pasted without its header,
+backticks, journalctl -o short-precise and -o json, Talos json_lines (talos-time) and talosctl's
+'<node>: ' prefix (Talos: /var/log/kubelet.log from v1.13, `k8s-storage-checks receive-logs`
+for machine.logging.destinations, or `talosctl logs kubelet | ... --log-file -`). Every record
+recognised anywhere is judged; UNKNOWN only when nothing in the input is a kubelet record; -v
+says how many lines could not be read.
 
 WARNING: a volume operation failed within --window.
 CRITICAL: a volume has kept failing for longer than --stuck, or its retry backoff sits at the
@@ -69,7 +75,8 @@ pub struct Opts {
     #[arg(long, value_name = "PATH", default_value = "journalctl")]
     pub journalctl: PathBuf,
 
-    /// Kubelet log file (repeatable; '-' reads stdin), e.g. `talosctl logs kubelet > file`, a Docker
+    /// Kubelet log file (repeatable; '-' reads stdin), e.g. Talos's /var/log/kubelet.log (v1.13+),
+    /// the receive-logs kubelet.log, `talosctl -n <ip> logs kubelet` on stdin, a Docker
     /// json-file log (/var/lib/docker/containers/<id>/<id>-json.log) or a CRI log
     /// (/var/log/pods/<ns>_<pod>_<uid>/kubelet/0.log)
     #[arg(long = "log-file", value_name = "PATH")]

@@ -18,6 +18,11 @@ use node::logs::time::{self, Tz};
 /// What makes a line a candidate (searched with memmem before anything else).
 pub const NEEDLES: &[&[u8]] = &[b"No retries permitted until"];
 
+/// What nearly every kubelet record holds, in every shape read: klog's `file.go:123]`, a JSON
+/// `msg` or journal `MESSAGE`, a syslog tag. Searched (at grep speed) to find a record past a
+/// long preamble before a source is called "not a kubelet log".
+pub const RECORD_NEEDLES: &[&[u8]] = &[b".go:", b"\"msg\"", b"\"MESSAGE\"", b"kubelet["];
+
 /// One failed volume operation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Failure {
@@ -302,22 +307,99 @@ fn parse_message_with(msg: &str, want_err: bool, want_until: bool) -> Option<Par
 
 #[derive(serde::Deserialize)]
 struct JsonLine {
+    /// Kubelet JSON logging (`--logging-format=json`): epoch milliseconds.
     ts: Option<f64>,
     msg: Option<String>,
+    /// Talos `json_lines` (machined's `sender_jsonlines.go`): RFC 3339 with nanoseconds.
+    #[serde(rename = "talos-time")]
+    talos_time: Option<String>,
+    /// `journalctl -o json`: the message (a string, or an array of bytes when not UTF-8) and
+    /// the entry's time in microseconds (a decimal string).
+    #[serde(rename = "MESSAGE")]
+    message: Option<serde_json::Value>,
+    #[serde(rename = "__REALTIME_TIMESTAMP")]
+    realtime_us: Option<String>,
+}
+
+impl JsonLine {
+    /// (message, time in epoch ms) of a JSON record of any shape the check reads.
+    fn decode(self) -> Option<(String, Option<i64>)> {
+        if let Some(m) = self.msg {
+            let t = self
+                .ts
+                .filter(|v| v.is_finite())
+                .map(|v| v as i64)
+                .or_else(|| {
+                    self.talos_time
+                        .and_then(|s| time::parse_rfc3339(s.as_bytes()).map(|(ms, _)| ms))
+                });
+            return Some((m, t));
+        }
+        let m = match self.message? {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Array(a) => {
+                let b: Vec<u8> = a
+                    .iter()
+                    .filter_map(|v| v.as_u64().and_then(|n| u8::try_from(n).ok()))
+                    .collect();
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            _ => return None,
+        };
+        let t = self
+            .realtime_us
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(|us| us / 1000);
+        Some((m, t))
+    }
+}
+
+/// Characters an operator's copy may put before a record: blanks, a Markdown backtick, a quote
+/// mark of a pasted mail or chat, and the separators of `grep -H`/`-n` (`kubelet.log:535:`,
+/// `535-` for context lines) and talosctl (`10.0.0.4: `).
+fn after_prefix_char(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'`' | b'>' | b':' | b'-' | b'\'' | b'|')
+}
+
+/// Does a kubelet record start right at the beginning of `l`: a klog header, a syslog or
+/// `journalctl -o short-precise` prefix, an RFC 3339 (CRI, `short-iso`) prefix, or a JSON
+/// record of kubelet JSON logging, Talos `json_lines` or `journalctl -o json`.
+fn record_at(l: &[u8]) -> bool {
+    let json = |l: &[u8]| {
+        l.starts_with(b"{\"")
+            && ((memchr::memmem::find(l, b"\"msg\":").is_some()
+                && (memchr::memmem::find(l, b"\"ts\":").is_some()
+                    || memchr::memmem::find(l, b"\"talos-time\":").is_some()))
+                || memchr::memmem::find(l, b"\"MESSAGE\":").is_some())
+    };
+    time::find_klog_header(l).is_some_and(|h| h.msg_start <= 200)
+        || time::syslog_prefix(l).is_some()
+        || time::parse_rfc3339(l).is_some()
+        || json(l)
+}
+
+/// Where the kubelet record of an operator's copy of a line begins: at its start, or after a
+/// prefix (blanks, backticks, quote marks, `grep -H`/`-n`, talosctl's `<node>: `) in its first
+/// 256 bytes. `None`: no record in the line.
+pub fn record_start(line: &[u8]) -> Option<usize> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if record_at(line) {
+        return Some(0);
+    }
+    let lim = line.len().min(256);
+    (1..lim).find(|&i| after_prefix_char(line[i - 1]) && record_at(&line[i..]))
 }
 
 /// Is this a kubelet log line in any shape the check reads: a klog header (at the start or behind
 /// a syslog/journal, CRI or Docker json-file prefix), a syslog prefix, an RFC 3339 (CRI) prefix,
-/// or kubelet JSON logging. Used on the first lines of a source to tell "no failure" from "not a
-/// kubelet log at all".
+/// or kubelet JSON logging, Talos `json_lines`, `journalctl -o json` — also behind what an
+/// operator's copy adds (a `grep -n`/`-H` prefix, a backtick, talosctl's `<node>: `). Used on
+/// the first lines of a source to tell "no failure" from "not a kubelet log at all".
 pub fn is_log_line(line: &[u8]) -> bool {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    time::find_klog_header(line).is_some()
-        || time::syslog_prefix(line).is_some()
-        || time::parse_rfc3339(line).is_some()
-        || (line.starts_with(b"{\"")
-            && line.windows(5).any(|w| w == b"\"ts\":")
-            && line.windows(6).any(|w| w == b"\"msg\":"))
+    // A failure line pasted without its header is a kubelet record too.
+    record_start(line).is_some()
+        || (memchr::memmem::find(line, b"Operation for ").is_some()
+            && memchr::memmem::find(line, NEEDLES[0]).is_some())
 }
 
 /// Parse one candidate line of any supported shape. `entry_ms`: the entry's own time when the
@@ -345,15 +427,17 @@ pub fn parse_line_since(
     let text = text.trim_end_matches(['\r', '\n']);
     let mut msg: std::borrow::Cow<str> = std::borrow::Cow::Borrowed(text);
     let mut t: Option<i64> = entry_ms;
-    // JSON logging (possibly behind a prefix: CRI, syslog, talosctl's "node: ").
-    if find(text, "\"msg\"").is_some() {
+    // JSON logging, Talos json_lines, journalctl -o json (possibly behind a prefix: CRI, syslog,
+    // talosctl's "node: ", grep -n).
+    if find(text, "\"msg\"").is_some() || find(text, "\"MESSAGE\"").is_some() {
         if let Some(open) = text.find("{\"") {
-            if let Ok(j) = serde_json::from_str::<JsonLine>(text[open..].trim_end()) {
-                if let Some(m) = j.msg {
-                    msg = std::borrow::Cow::Owned(m);
-                    if t.is_none() {
-                        t = j.ts.filter(|v| v.is_finite()).map(|v| v as i64);
-                    }
+            if let Some((m, jt)) = serde_json::from_str::<JsonLine>(text[open..].trim_end())
+                .ok()
+                .and_then(JsonLine::decode)
+            {
+                msg = std::borrow::Cow::Owned(m);
+                if t.is_none() {
+                    t = jt;
                 }
             }
         }
@@ -361,13 +445,19 @@ pub fn parse_line_since(
     if t.is_none() {
         t = time::parse_rfc3339(text.as_bytes()).map(|(ms, _)| ms);
     }
+    // Headers behind an operator's prefix (`kubelet.log:535:E0713 …`, a backtick) are found
+    // where the record starts.
+    let body = match t {
+        None => &msg.as_bytes()[record_start(msg.as_bytes()).unwrap_or(0)..],
+        Some(_) => msg.as_bytes(),
+    };
     if t.is_none() {
-        if let Some(h) = time::find_klog_header(text.as_bytes()) {
+        if let Some(h) = time::find_klog_header(body) {
             t = Some(time::infer_year(&h.time, now_ms, tz));
         }
     }
     if t.is_none() {
-        if let Some(s) = time::syslog_prefix(text.as_bytes()) {
+        if let Some(s) = time::syslog_prefix(body) {
             t = Some(time::infer_year(&s, now_ms, tz));
         }
     }

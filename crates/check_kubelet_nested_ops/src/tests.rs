@@ -19,23 +19,23 @@ fn a_log_of_another_format_is_unknown() {
         overlong,
         ..Default::default()
     };
-    let e = format_verdict("f", &st(16, 0, 0)).unwrap_err();
+    let e = format_verdict("f", &st(16, 0, 0), 0).unwrap_err();
     assert!(
         e.0.contains("f is not a kubelet log") && e.0.contains("klog"),
         "{e}"
     );
-    let e = format_verdict("f", &st(0, 0, 1)).unwrap_err();
+    let e = format_verdict("f", &st(0, 0, 1), 0).unwrap_err();
     assert!(
         e.0.contains("longer than 1 MiB (the cap of one log line)"),
         "{e}"
     );
     assert_eq!(
-        format_verdict("f", &st(0, 0, 0)).unwrap(),
+        format_verdict("f", &st(0, 0, 0), 0).unwrap(),
         None,
         "nothing yet"
     );
-    assert_eq!(format_verdict("f", &st(3, 1, 0)).unwrap(), None);
-    assert!(format_verdict("f", &st(3, 1, 2))
+    assert_eq!(format_verdict("f", &st(3, 1, 0), 0).unwrap(), None);
+    assert!(format_verdict("f", &st(3, 1, 2), 0)
         .unwrap()
         .unwrap()
         .contains("2 line(s) longer than 1 MiB"));
@@ -576,4 +576,247 @@ fn finding4_a_source_that_gave_nothing_is_unknown() {
     );
     d.sources[0].empty = false;
     assert_eq!(eval(&d, &rules(), 100 * MIN).status, Status::Ok);
+}
+
+/// The worker-04 incident's loop (Talos v1.13.6, Longhorn): UnmountDevice's GetDeviceMountRefs
+/// failing at the kubelet's maximum backoff for 10 minutes. `(time ms, message)` per failure,
+/// the message as nestedpendingoperations.go prints it (new operation key, bare error).
+fn worker04_loop(now: i64) -> Vec<(i64, String)> {
+    let pv = "pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+    (0..6)
+        .map(|k| {
+            let t = now - 12 * MIN + k * 122_000;
+            let msg = format!(
+                r#"Operation for "{{volumeName:kubernetes.io/csi/driver.longhorn.io^{pv} podName: nodeName:}}" failed. No retries permitted until {} +0000 UTC m=+8812235.211760637 (durationBeforeRetry 2m2s). Error: GetDeviceMountRefs check failed for volume "{pv}" (UniqueName: "kubernetes.io/csi/driver.longhorn.io^{pv}") on node "worker-04" : the device mount path "/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/5d41402abc4b2a76b9719d911017c592/globalmount" is still mounted by other references [/var/lib/kubelet/plugins/kubernetes.io/csi/driver.longhorn.io/5d41402abc4b2a76b9719d911017c592/globalmount]"#,
+                go_time(t + 122_000)
+            );
+            (t, msg)
+        })
+        .collect()
+}
+
+/// `2026-12-03 06:04:57.123456789` (UTC) of epoch ms.
+fn go_time(ms: i64) -> String {
+    let (y, mo, d) = time::civil_from_days(ms.div_euclid(86_400_000));
+    let s = ms.rem_euclid(86_400_000) / 1000;
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{:03}456789",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+/// klog's header (`E1203 06:02:55.123456    2166 nestedpendingoperations.go:348] `), UTC.
+fn klog_header(ms: i64) -> String {
+    let (_, mo, d) = time::civil_from_days(ms.div_euclid(86_400_000));
+    let s = ms.rem_euclid(86_400_000) / 1000;
+    format!(
+        "E{mo:02}{d:02} {:02}:{:02}:{:02}.{:03}456    2166 nestedpendingoperations.go:348] ",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+fn rfc3339(ms: i64) -> String {
+    go_time(ms).replace(' ', "T") + "Z"
+}
+
+/// Every shape an operator has the kubelet's log in (issue 31) and Talos writes it in (issue
+/// 28): (name, the log's lines). Each starts with a line that is no kubelet record.
+fn shapes(now: i64) -> Vec<(&'static str, Vec<String>)> {
+    let lp = worker04_loop(now);
+    let map = |f: &dyn Fn(usize, i64, &str) -> String| -> Vec<String> {
+        let mut v =
+            vec!["$ kubectl logs is not what we have; here is the kubelet log:".to_string()];
+        v.extend(lp.iter().enumerate().map(|(i, (t, m))| f(i, *t, m)));
+        v
+    };
+    let klog = |t: i64, m: &str| format!("{}{m}", klog_header(t));
+    let json = |t: i64, m: &str| {
+        serde_json::json!({"ts": t as f64 + 0.25, "caller": "nestedpendingoperations/nestedpendingoperations.go:348", "msg": m, "v": 0})
+            .to_string()
+    };
+    let talos = |t: i64, m: &str| {
+        serde_json::json!({"msg": m, "caller": "nestedpendingoperations/nestedpendingoperations.go:348", "v": 0, "talos-level": "info", "talos-service": "kubelet", "talos-time": rfc3339(t)})
+            .to_string()
+    };
+    vec![
+        (
+            "grep -n",
+            map(&|i, t, m| format!("{}:{}", 535 + i, klog(t, m))),
+        ),
+        (
+            "grep -H -n",
+            map(&|i, t, m| format!("/var/log/kubelet.log:{}:{}", 535 + i, klog(t, m))),
+        ),
+        (
+            "grep -H",
+            map(&|_, t, m| format!("kubelet.log:{}", klog(t, m))),
+        ),
+        ("pasted without its header", map(&|_, _, m| m.to_string())),
+        (
+            "a leading backtick",
+            map(&|_, t, m| format!("`{}`", klog(t, m))),
+        ),
+        (
+            "journalctl -o short-precise",
+            map(&|_, t, m| {
+                let h = klog_header(t);
+                format!(
+                    "Dec 03 {} worker-04 kubelet[2166]: {}",
+                    &h[6..21],
+                    klog(t, m)
+                )
+            }),
+        ),
+        (
+            "journalctl -o json",
+            map(&|i, t, m| {
+                serde_json::json!({"__CURSOR": format!("s=0f3b;i={i}"), "__REALTIME_TIMESTAMP": (t * 1000).to_string(), "_SYSTEMD_UNIT": "kubelet.service", "MESSAGE": klog(t, m)})
+                    .to_string()
+            }),
+        ),
+        ("kubelet --logging-format=json", map(&|_, t, m| json(t, m))),
+        ("Talos json_lines", map(&|_, t, m| talos(t, m))),
+        (
+            "talosctl logs kubelet (one node)",
+            map(&|_, t, m| format!("172.20.0.5: {}", json(t, m))),
+        ),
+        (
+            "talosctl -n a,b logs kubelet",
+            map(&|i, t, m| {
+                let node = if i % 2 == 0 {
+                    "172.20.0.5"
+                } else {
+                    "172.20.0.6"
+                };
+                format!("{node}: {}", json(t, m))
+            }),
+        ),
+    ]
+}
+
+/// Issue 31: a log whose first line is not the kubelet's, in every shape, gives the nested-op
+/// verdict (CRITICAL: the worker-04 loop at the maximum backoff); the -v line says how many
+/// lines could not be read; a healthy log of the same shape is OK; nothing kubelet is UNKNOWN.
+#[test]
+fn every_shape_an_operator_has_gives_the_verdict() {
+    use clap::Parser;
+    let dir = std::env::temp_dir().join(format!("nested-shapes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = time::now_ms();
+    let run = |name: &str, lines: &[String]| {
+        let log = dir.join(name.replace([' ', '/', ','], "_"));
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--tz",
+            "UTC",
+            "--log-file",
+            log.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        gather(&opts, &ctx, now, deadline).map(|d| (evaluate(&d, &opts.policy()), d))
+    };
+    for (name, lines) in shapes(now) {
+        let (r, d) = run(name, &lines).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.status, Status::Critical, "{name}: {r:?}");
+        assert_eq!(d.failures.len(), 6, "{name}");
+        let f = &d.failures[0];
+        assert_eq!(f.op, "UnmountDevice (GetDeviceMountRefs)", "{name}");
+        assert_eq!(
+            f.pv.as_deref(),
+            Some("pvc-81b676e6-3c4d-4e5f-8a9b-0c1d2e3f4a5b"),
+            "{name}"
+        );
+        // Each shape's own time (to the second: the pasted line's is until − backoff).
+        assert_eq!(f.t / 1000, (now - 12 * MIN) / 1000, "{name}");
+        assert!(
+            r.summary.contains("at max backoff"),
+            "{name}: {}",
+            r.summary
+        );
+        // -v: the source line counts the one line it could not read.
+        let src = text::source(&d.sources[0]);
+        assert!(
+            src.contains("1 line could not be read as kubelet records (1 of the first 7 lines, 0 naming a retry)"),
+            "{name}: {src}"
+        );
+        // Healthy: the same shape without a failure (the lines are another kubelet message).
+        let healthy: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                l.replace("Operation for", "Reconciler: started for")
+                    .replace("No retries permitted until", "next sync at")
+            })
+            .collect();
+        if name != "pasted without its header" {
+            let (r, _) = run(name, &healthy).unwrap_or_else(|e| panic!("{name} healthy: {e}"));
+            assert_eq!(r.status, Status::Ok, "{name} healthy: {r:?}");
+        }
+    }
+    // Nothing in it is a kubelet record: UNKNOWN naming what was expected.
+    let e = run(
+        "not kubelet",
+        &[
+            "hello".to_string(),
+            "EXT4-fs error (device sdc): x".to_string(),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.0.contains("is not a kubelet log"), "{e}");
+    // A line naming a retry that is no record counts as unread, the rest is judged.
+    let mut lines = shapes(now).remove(0).1;
+    lines.push(
+        "536:E1203 nestedpendingoperations.go] Operation for x failed. No retries permitted until"
+            .into(),
+    );
+    let (r, d) = run("mangled", &lines).unwrap();
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(d.sources[0].unread_candidates, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file whose first 16 lines (the shape sample) are a pasted preamble: a kubelet record later
+/// in it still makes it a kubelet log (OK when healthy); a file with none is UNKNOWN.
+#[test]
+fn a_long_preamble_does_not_reject_a_healthy_file() {
+    use clap::Parser;
+    let dir = std::env::temp_dir().join(format!("nested-preamble-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = time::now_ms();
+    let preamble: String = (0..40)
+        .map(|i| format!("note {i}: what we saw on worker-04\n"))
+        .collect();
+    let run = |name: &str, body: String| {
+        let log = dir.join(name);
+        std::fs::write(&log, body).unwrap();
+        let opts = Opts::try_parse_from([
+            "check_kubelet_nested_ops",
+            "--tz",
+            "UTC",
+            "--log-file",
+            log.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ctx = Ctx::for_test(Duration::from_secs(10));
+        gather(&opts, &ctx, now, Instant::now() + Duration::from_secs(5))
+            .map(|d| evaluate(&d, &opts.policy()).status)
+    };
+    let healthy = format!(
+        "{preamble}{}\"SyncLoop (PLEG): event for pod\" pod=\"default/web-0\"\n",
+        klog_header(now - 60_000).replacen('E', "I", 1)
+    );
+    assert_eq!(run("healthy", healthy), Ok(Status::Ok));
+    let e = run("junk", preamble.clone()).unwrap_err();
+    assert!(e.0.contains("is not a kubelet log"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -97,10 +97,26 @@ pub fn volume(v: &VolumeState, window: &str) -> String {
     text
 }
 
-/// What was read from one source.
+/// What was read from one source, and how many lines could not be read as kubelet records (of
+/// the lines the check looks at: the first ones, sampled for the log's shape, and every line
+/// naming a retry; the others are skipped at grep speed, never parsed).
 pub fn source(s: &SourceInfo) -> String {
+    let unread = s.unread_sampled + s.unread_candidates;
+    let unread = if unread > 0 {
+        format!(
+            "; {} line{} could not be read as kubelet records ({} of the first {} line{}, {} naming a retry)",
+            unread,
+            plural(unread as usize),
+            s.unread_sampled,
+            s.sampled,
+            plural(s.sampled as usize),
+            s.unread_candidates
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "read {}: {} bytes, {} candidate line{}{}",
+        "read {}: {} bytes, {} candidate line{}{}{unread}",
         s.name,
         s.bytes,
         s.hits,

@@ -4,7 +4,7 @@
 
 use crate::classify::{Device, Patterns};
 use crate::{Data, Event, Holding, Opts};
-use node::logs::{kmsg, state};
+use node::logs::{kmsg, kmsg_ref, state};
 use node::usage::{DeviceUsage, Scope};
 use node::Host;
 use plugin::{Ctx, Unknown};
@@ -30,9 +30,11 @@ pub struct KmsgState {
 pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Holding {
     use node::blockdev;
     let disks = match dev {
-        Device::Block(b) => vec![b.clone()],
+        // A /dev/mapper name, an NVMe controller or multipath path device → the disks mounted.
+        Device::Block(b) => node::blockname::expand(sys, b),
         Device::Scsi(a) => blockdev::scsi_disks(sys, a),
         Device::IscsiSession(n) => blockdev::session_disks(sys, *n),
+        Device::Nfs(server) => return resolve_nfs(server, usage, host),
     };
     let mut family: Vec<(String, String)> = Vec::new();
     for d in &disks {
@@ -50,6 +52,11 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
     let mut hold = Holding {
         disks: disks.clone(),
         mounts: Vec::new(),
+        below: disks
+            .iter()
+            .filter(|d| d.starts_with("dm-"))
+            .flat_map(|d| node::blockname::dm_slaves(sys, d))
+            .collect(),
     };
     for m in usage.uses() {
         let by_dev = devs.contains(&m.dev);
@@ -57,26 +64,56 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
         if !(by_dev || by_name) {
             continue;
         }
-        // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
-        let pv = if m.kubelet {
-            m.volume.map(str::to_string).or_else(|| {
-                node::kubelet::read_vol_data(host, m.mount_point_path())
-                    .ok()
-                    .flatten()
-                    .and_then(|v| v.spec_vol_id.or(v.volume_handle))
-            })
-        } else {
-            None
-        };
-        let mp = m.mount_point_path();
-        if !hold.mounts.iter().any(|(p, _)| p == mp) {
-            hold.mounts.push((mp.to_path_buf(), pv));
+        add_mount(&mut hold, &m, host);
+    }
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// The host part of an NFS mount's source (`10.0.0.5:/export`, `nas:/x`, `[fd00::5]:/x`).
+fn nfs_host(source: &str) -> Option<&str> {
+    if let Some(v6) = source.strip_prefix('[') {
+        return v6.split_once("]:").map(|(h, _)| h);
+    }
+    source.split_once(":/").map(|(h, _)| h)
+}
+
+/// The NFS mounts of `server` (as the kernel's RPC client names it: the host the mount named).
+fn resolve_nfs(server: &str, usage: &DeviceUsage, host: &Host) -> Holding {
+    let want = server.trim_start_matches('[').trim_end_matches(']');
+    let mut hold = Holding::default();
+    for m in usage.uses() {
+        if m.fstype.starts_with("nfs") && nfs_host(m.source) == Some(want) {
+            add_mount(&mut hold, &m, host);
         }
     }
-    // Volumes first, then the shortest paths.
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// Record a mount (and the PV it is, for a kubelet volume) once.
+fn add_mount(hold: &mut Holding, m: &node::usage::MountUse<'_>, host: &Host) {
+    // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
+    let pv = if m.kubelet {
+        m.volume.map(str::to_string).or_else(|| {
+            node::kubelet::read_vol_data(host, m.mount_point_path())
+                .ok()
+                .flatten()
+                .and_then(|v| v.spec_vol_id.or(v.volume_handle))
+        })
+    } else {
+        None
+    };
+    let mp = m.mount_point_path();
+    if !hold.mounts.iter().any(|(p, _)| p == mp) {
+        hold.mounts.push((mp.to_path_buf(), pv));
+    }
+}
+
+/// Volumes first, then the shortest paths.
+fn sort_mounts(hold: &mut Holding) {
     hold.mounts
         .sort_by_key(|(p, pv)| (pv.is_none(), p.as_os_str().len()));
-    hold
 }
 
 pub(crate) const CHECK_ID: &str = "storage_kernel_errors";
@@ -113,6 +150,8 @@ struct LogRead<'a> {
     path: PathBuf,
     /// The node's own /dev/kmsg (privilege may serve it), not a file the caller named.
     own: bool,
+    /// `--kmsg -`: standard input (another node's log, e.g. `talosctl dmesg`).
+    stdin: bool,
     host: &'a Host,
     patterns: Patterns,
     window_ms: i64,
@@ -127,6 +166,8 @@ struct Pass {
     records: u64,
     first_seq: Option<u64>,
     max_seq: Option<u64>,
+    /// `--kmsg -`: what stdin gave besides its records.
+    stdin: Option<crate::stdin::Stats>,
 }
 
 impl LogRead<'_> {
@@ -134,33 +175,57 @@ impl LogRead<'_> {
     /// window into `events` (the newest [`MAX_EVENTS`] at most).
     fn pass(&self, after: Option<u64>, events: &mut Vec<Event>) -> Result<Pass, Unknown> {
         let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
+        let mut handle = |seq: u64, facility: u32, text: &str, t: i64| {
+            records += 1;
+            first_seq.get_or_insert(seq);
+            max_seq = Some(max_seq.map_or(seq, |s| s.max(seq)));
+            if after.is_some_and(|a| seq <= a) || facility != 0 {
+                return;
+            }
+            if self.window_ms > 0 && t < self.now - self.window_ms {
+                return;
+            }
+            if let Some((cat, dev)) = self.patterns.classify(text) {
+                events.push(Event {
+                    seq,
+                    t,
+                    category: cat.label().to_string(),
+                    device: dev,
+                    text: text.to_string(),
+                });
+                // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
+                // log of nothing but errors cannot grow memory without bound.
+                if events.len() >= 2 * MAX_EVENTS {
+                    events.drain(..events.len() - MAX_EVENTS);
+                }
+            }
+        };
+        if self.stdin {
+            // `--kmsg -` (talosctl dmesg, a kmsg dump): talosctl's own times, else this clock's.
+            let st = crate::stdin::read(std::io::stdin().lock(), self.deadline, |d| {
+                let t = d
+                    .t_ms
+                    .unwrap_or_else(|| kmsg::wall_ms(d.record.usec, self.mono_now, self.now));
+                handle(d.record.seq, d.record.facility, &d.record.text, t)
+            })
+            .map_err(|e| match e {
+                kmsg::KmsgError::Other(s) => Unknown(s),
+                kmsg::KmsgError::Permission(e) => Unknown(plugin::errtext(&e)),
+            })?;
+            return Ok(Pass {
+                stats: st.read,
+                records,
+                first_seq,
+                max_seq,
+                stdin: Some(st),
+            });
+        }
         // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
         let res = node::privilege::elevated_if(self.own, || {
-            kmsg::read(&self.path, self.deadline, |r| {
-                records += 1;
-                first_seq.get_or_insert(r.seq);
-                max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-                if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
-                    return;
-                }
+            // Records lent from the read buffer: only a storage record is copied (issue 34).
+            kmsg_ref::read_ref(&self.path, self.deadline, |r| {
                 let t = kmsg::wall_ms(r.usec, self.mono_now, self.now);
-                if self.window_ms > 0 && t < self.now - self.window_ms {
-                    return;
-                }
-                if let Some((cat, dev)) = self.patterns.classify(&r.text) {
-                    events.push(Event {
-                        seq: r.seq,
-                        t,
-                        category: cat.label().to_string(),
-                        device: dev,
-                        text: r.text.clone(),
-                    });
-                    // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
-                    // log of nothing but errors cannot grow memory without bound.
-                    if events.len() >= 2 * MAX_EVENTS {
-                        events.drain(..events.len() - MAX_EVENTS);
-                    }
-                }
+                handle(r.seq, r.facility, &r.text, t)
             })
         });
         let stats = match res {
@@ -185,6 +250,7 @@ impl LogRead<'_> {
             records,
             first_seq,
             max_seq,
+            stdin: None,
         })
     }
 }
@@ -262,8 +328,13 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     let roots = opts.kubelet_root.resolve_if_any(&host)?;
     let (mono_now, now) = kmsg::clocks();
     let log = LogRead {
-        path: opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg")),
+        path: if opts.reads_kmsg_stdin() {
+            PathBuf::from("stdin")
+        } else {
+            opts.kmsg.clone().unwrap_or_else(|| host.file("/dev/kmsg"))
+        },
         own: opts.kmsg.is_none() && host.is_local(),
+        stdin: opts.reads_kmsg_stdin(),
         host: &host,
         patterns: opts.patterns(),
         window_ms: opts.window.as_millis() as i64,
@@ -277,9 +348,11 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         ..Default::default()
     };
     let boot_id = host.proc_sys("kernel/random/boot_id");
+    // stdin has no position to resume from: read whole every time.
     let state_path = opts
         .state_dir
         .as_ref()
+        .filter(|_| !log.stdin)
         .map(|d| state::path(d, CHECK_ID, &log.path.display().to_string()));
     let mut st = load_state(state_path.as_deref(), &boot_id, now, &mut data.notes);
     let mut after = st.last_seq;
@@ -357,6 +430,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
         events.len()
     ));
     data.events = events;
+    if let Some(st) = &pass.stdin {
+        crate::stdin::describe(st, &mut data);
+        return Ok(data);
+    }
     map_devices(opts, &host, &roots, ctx, &mut data);
     Ok(data)
 }

@@ -7,6 +7,7 @@
 pub mod classify;
 mod evaluate;
 mod gather;
+pub mod stdin;
 
 pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event, Holding};
 pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgState};
@@ -23,13 +24,21 @@ Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer
 errors and names the volumes they hit: ext4 errors, journal aborts, read-only remounts, XFS
 shutdowns, corruption (XFS corruption, internal errors, failed log recovery) and lost writes (ext4
 unwritten extents not converted, ext4 writeback refused, JBD2 file data flush errors, loop write
-errors), block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
-timeouts, hung tasks. Each device is mapped through the mount table to its mount points and,
-under a kubelet root, to its PersistentVolume.
+errors), block I/O errors (every status of the block layer: device offline, timeout, I/O,
+critical medium/target, …), SCSI devices offline, iSCSI connection errors and session recovery
+timeouts, NVMe controller resets and removals, disks whose capacity dropped to 0, NFS servers
+not responding (cleared by the server's later `OK`) and file handles gone stale, btrfs errors
+(also with the `state FLAGS` of 5.16+ kernels) and device error counters, hung tasks. Each
+device is mapped through the mount table to its mount points and, under a kubelet root, to its
+PersistentVolume (NVMe controllers to their namespaces, /dev/mapper names to dm-N, NFS servers
+to their mounts).
 
-CRITICAL: read-only remount, journal abort, XFS shutdown, corruption, lost writes, SCSI device
-offline, iSCSI session recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
-hung task, --warning-pattern. Only records of the last --window count (their monotonic time
+CRITICAL: read-only remount, journal abort, XFS shutdown, btrfs error, corruption, lost writes,
+SCSI device offline, block device offline, NVMe controller removed, NFS timed out (soft mount),
+iSCSI session recovery timeout, a vanished disk still mounted, --critical-pattern. WARNING:
+ext4 error, I/O error, block timeout, NVMe reset, disk vanished, NFS not responding, NFS file
+handle changed, btrfs device errors, iSCSI connection error, hung task, --warning-pattern.
+Only records of the last --window count (their monotonic time
 mapped to the wall clock); with --state-dir only records newer than the last run's sequence
 number are read (a reboot, seen by a new boot id, starts afresh) and the window's findings are
 kept between runs. Only the kernel's own records count (not userspace writes to /dev/kmsg).";
@@ -47,7 +56,9 @@ pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// The kernel log: the kmsg device, or a regular file holding kmsg records
+    /// The kernel log: the kmsg device, a regular file holding kmsg records (e.g. the
+    /// receive-logs kernel.log of a Talos node), or '-' for stdin: `talosctl [-n NODE] dmesg`
+    /// lines or kmsg records (not resumed with --state-dir; devices not mapped to volumes)
     #[arg(long, value_name = "PATH")]
     pub kmsg: Option<PathBuf>,
 
@@ -109,6 +120,13 @@ impl From<&Opts> for Policy {
     }
 }
 
+impl Opts {
+    /// `--kmsg -`: the kernel log comes on stdin.
+    pub fn reads_kmsg_stdin(&self) -> bool {
+        self.kmsg.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    }
+}
+
 impl Check for Opts {
     const NAME: &'static str = "STORAGE_KERNEL_ERRORS";
     const BINARY: &'static str = "check_storage_kernel_errors";
@@ -118,10 +136,15 @@ impl Check for Opts {
     }
 
     fn reads_stdin(&self) -> bool {
-        self.names.reads_stdin()
+        self.names.reads_stdin() || self.reads_kmsg_stdin()
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
+        if self.reads_kmsg_stdin() && self.names.reads_stdin() {
+            return Err(Unknown(
+                "--kmsg - and the names' '-' both read stdin: give one of them as a file".into(),
+            ));
+        }
         let rem = ctx.remaining();
         let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
         let deadline = Instant::now() + rem.saturating_sub(margin);

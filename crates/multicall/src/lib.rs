@@ -9,6 +9,8 @@
 //! meant for another check.
 
 use clap::CommandFactory;
+
+pub mod receive_logs;
 use plugin::Check;
 use std::ffi::OsString;
 use std::path::Path;
@@ -181,7 +183,7 @@ pub fn dispatch(args: Vec<OsString>) -> Dispatch {
         "-h" | "--help" => Dispatch::Help,
         "-V" | "--version" => Dispatch::Version,
         "--list" => Dispatch::List,
-        name => match applet(name) {
+        name => match applet(name).or_else(|| receive_logs::applet(name)) {
             Some(a) => {
                 let sub = name == TEXTFILE_SUB;
                 let mut rest = args;
@@ -224,6 +226,10 @@ pub fn help() -> String {
             s.push_str(&format!("  {:<29} needs {}\n", "", a.cap_names()));
         }
     }
+    s.push_str(&format!(
+        "\n  {PROGRAM} {} --listen ADDR:PORT --state-dir DIR   receives Talos json_lines logs\n",
+        receive_logs::SUB
+    ));
     s.push_str(&format!(
         "\nThe textfile runner is also `{PROGRAM} {TEXTFILE_SUB}`. `NAME --help` describes a check.\n\
          A copy with file capabilities keeps, for the check it runs, only those that check needs.\n\
@@ -279,6 +285,9 @@ pub fn main() -> ! {
             print(&list());
             0
         }
+        Dispatch::Unknown(name) if name == man::FLAG => {
+            man::main(&std::env::args_os().collect::<Vec<_>>())
+        }
         Dispatch::Unknown(name) => {
             print(&unknown(&name));
             3
@@ -292,6 +301,8 @@ pub fn main() -> ! {
     };
     std::process::exit(code)
 }
+
+mod man;
 
 #[cfg(test)]
 mod tests;
