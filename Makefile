@@ -20,6 +20,12 @@
 # chowned: run it after every install).
 # make deb                  Debian package (packaging/mkdeb; plain dpkg-deb), in target/packages/
 # make dist                 release tarball + .sha256 for the Ansible role (packaging/mkdist)
+#   ARCH=amd64|arm64        for deb and dist: the architecture (default the machine's); arm64 is
+#                           cross-built (./build-static --arch arm64) and run under qemu-user
+# make image                the FROM scratch image for amd64 and arm64 and their multi-arch index,
+#                           an OCI layout in target/packages/oci (packaging/mkimage; buildah)
+# make apt-repo             both architectures' packages and a signed APT repository of them in
+#                           target/packages/apt (packaging/mkrepo; SIGNING_KEY=<gpg key id>)
 PLUGINDIR ?= /usr/lib/nagios/plugins
 DESTDIR ?=
 AGENT_USER ?= nagios
@@ -70,4 +76,12 @@ deb:
 dist:
 	packaging/mkdist
 
-.PHONY: all install install-caps deb dist
+image:
+	packaging/mkimage
+
+apt-repo:
+	ARCH=amd64 packaging/mkdeb
+	ARCH=arm64 packaging/mkdeb
+	packaging/mkrepo
+
+.PHONY: all install install-caps deb dist image apt-repo

@@ -4,6 +4,8 @@
 # uses to build the same root for its emulated container. One script, so the two cannot drift.
 #
 #   stage.sh plain|nrpe BINDIR DEST [NRPE_D_CFG]
+#   (EMU=qemu-aarch64-static: what runs BINDIR's program for its --list when it is another
+#   architecture's; packaging/mkimage sets it)
 #
 # plain: the static program k8s-storage-checks in /usr/lib/nagios/plugins with each check's name
 #        linked to it (the same paths as on an NRPE host, so nrpe.d command lines carry over), and
@@ -32,7 +34,7 @@ install -d -m 0755 "$dest/usr/lib/nagios/plugins" "$dest/usr/local/bin" "$dest/h
 prog=k8s-storage-checks
 [ -x "$bindir/$prog" ] || { echo "stage.sh: no $prog in $bindir" >&2; exit 1; }
 install -m 0755 "$bindir/$prog" "$dest/usr/lib/nagios/plugins/$prog"
-"$bindir/$prog" --list > "$dest/.names"
+${EMU:-} "$bindir/$prog" --list > "$dest/.names"
 n=0
 while read -r name _; do
     case $name in

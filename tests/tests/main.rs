@@ -71,3 +71,7 @@ mod docs;
 
 // Issue 26: the man pages made by clap_mangen, read with man -l.
 mod man_pages;
+
+// Issue 29: delivery (arm64 under qemu-user; project metadata, OCI images, release workflow).
+mod arm64;
+mod delivery;
