@@ -11,6 +11,7 @@
 mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod kubelet_nested_ops;
+mod longhorn_volumes;
 mod ro_pvc_mounts;
 mod ro_pvc_mounts_names;
 mod stale_csi_mounts;
