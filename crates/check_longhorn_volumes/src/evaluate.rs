@@ -2,7 +2,7 @@
 
 use crate::Cond;
 use kube::Time;
-use plugin::{fmt_duration, Finding, Perfdata, Range, Report, Status, Subject};
+use plugin::{fmt_duration, Finding, Perfdata, Range, Report, Status, Subject, Thresholds};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -256,7 +256,7 @@ impl Volume {
 }
 
 /// Decide. Pure: `now` is Unix seconds.
-pub fn evaluate(d: &Data, stuck_after: Duration, now: Time) -> Report {
+pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> Report {
     if d.volumes.is_empty() {
         // Nothing seen is no proof of health.
         return Report::unknown(if d.total_volumes == 0 {
@@ -285,6 +285,7 @@ pub fn evaluate(d: &Data, stuck_after: Duration, now: Time) -> Report {
     let mut status = Status::Ok;
     let (mut degraded, mut faulted, mut stuck, mut read_only, mut failed_replicas) =
         (0, 0, 0, 0, 0);
+    let mut min_healthy: Option<usize> = None;
     for v in &d.volumes {
         let rs = reps.get(v.name.as_str()).cloned().unwrap_or_default();
         let es = engs.get(v.name.as_str()).cloned().unwrap_or_default();
@@ -464,8 +465,28 @@ pub fn evaluate(d: &Data, stuck_after: Duration, now: Time) -> Report {
             };
             vf.push(add(f));
         }
-        // WARNING: degraded.
-        if v.robustness == "degraded" {
+        // WARNING: degraded (Longhorn's word), or the healthy count outside -w/-c (CRITICAL for -c).
+        let by_range = if !attached || healthy == 0 {
+            Status::Ok
+        } else if th
+            .critical
+            .as_ref()
+            .is_some_and(|r| r.alerts(healthy as f64))
+        {
+            Status::Critical
+        } else if th
+            .warning
+            .as_ref()
+            .is_some_and(|r| r.alerts(healthy as f64))
+        {
+            Status::Warning
+        } else {
+            Status::Ok
+        };
+        if attached {
+            min_healthy = Some(min_healthy.map_or(healthy, |m| m.min(healthy)));
+        }
+        if v.robustness == "degraded" || by_range != Status::Ok {
             degraded += 1;
             let since = v
                 .last_degraded_at
@@ -478,10 +499,32 @@ pub fn evaluate(d: &Data, stuck_after: Duration, now: Time) -> Report {
                 .collect();
             let rebuilding =
                 engine.is_some_and(|e| e.rebuilding || e.modes.values().any(|m| m == "WO"));
+            let outside = match by_range {
+                Status::Critical => format!(
+                    " (outside -c {})",
+                    th.critical
+                        .as_ref()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
+                ),
+                Status::Warning => format!(
+                    " (outside -w {})",
+                    th.warning
+                        .as_ref()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
+                ),
+                _ => String::new(),
+            };
             let mut f = Finding::new(
-                Status::Warning,
+                by_range.worst(Status::Warning),
                 format!(
-                    "{head}: degraded{since}, {healthy} of {wanted} replicas healthy{}",
+                    "{head}: {}{since}, {healthy} of {wanted} replicas healthy{outside}{}",
+                    if v.robustness == "degraded" {
+                        "degraded"
+                    } else {
+                        "short of replicas"
+                    },
                     if rebuilding { ", rebuilding" } else { "" }
                 ),
             )
@@ -612,6 +655,13 @@ pub fn evaluate(d: &Data, stuck_after: Duration, now: Time) -> Report {
                 .warn(Some(&zero))
                 .min(0.0),
         );
+    if let Some(m) = min_healthy {
+        r = r.perf(
+            Perfdata::new("min_healthy_replicas", m as f64)
+                .thresholds(th)
+                .min(0.0),
+        );
+    }
     for f in findings {
         r = r.finding(f);
     }

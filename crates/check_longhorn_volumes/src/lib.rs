@@ -27,6 +27,8 @@ pub const VERSIONS: &[&str] = &["v1beta2", "v1beta1"];
     name = "check_longhorn_volumes",
     version,
     about = "Alert on faulted, degraded, read-only or stuck Longhorn volumes, from Longhorn's own objects",
+    mut_arg("warning", |a| a.help("Range of an attached volume's healthy replicas: outside it WARNING (e.g. `3:`; default: Longhorn's own `degraded`)")),
+    mut_arg("critical", |a| a.help("Range of an attached volume's healthy replicas: outside it CRITICAL (e.g. `2:` pages at 1 healthy of 3; none healthy is always CRITICAL)")),
     mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this check reads nothing of the host, so it changes nothing)")),
     long_about = "Alert on faulted, degraded, read-only or stuck Longhorn volumes, from Longhorn's own objects.\n\n\
 Reads volumes.longhorn.io, replicas.longhorn.io and engines.longhorn.io (API version v1beta2, else \
@@ -35,13 +37,17 @@ engine on it. CRITICAL: robustness faulted; attached with no healthy replica; th
 FilesystemReadOnly condition; a workload pod Running while the volume is detached, attaching or \
 detaching, unchanged longer than --stuck-after (the time of the volume's last status write). \
 WARNING: robustness degraded (how long, healthy replicas of how many); a failed replica with no \
-rebuild under way; robustness unknown while attached. Findings name the claim (namespace/pvc), \
+rebuild under way; robustness unknown while attached. -w/-c: ranges of an attached volume's \
+healthy replicas (e.g. -w 3: -c 2:), escalating past Longhorn's own degraded. Findings name the claim (namespace/pvc), \
 the workload pods, the node, the failed replica and its node, and Longhorn's condition messages. \
 Longhorn not installed (no longhorn.io API), no volumes, or no permission: UNKNOWN with the reason."
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     /// Only the volumes attached to this node or with a replica or engine on it (default: all)
     #[arg(long, value_name = "NAME", help_heading = "Kubernetes API")]
@@ -69,7 +75,12 @@ impl Check for Opts {
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let d = self.gather(ctx)?;
-        Ok(evaluate(&d, self.stuck_after, kube::time::now()))
+        Ok(evaluate(
+            &d,
+            &self.thresholds.thresholds(),
+            self.stuck_after,
+            kube::time::now(),
+        ))
     }
 }
 

@@ -86,7 +86,12 @@ fn healthy_set() -> Data {
 }
 
 fn eval(d: &Data) -> plugin::Report {
-    evaluate(d, Duration::from_secs(300), now())
+    evaluate(
+        d,
+        &plugin::Thresholds::new(None, None),
+        Duration::from_secs(300),
+        now(),
+    )
 }
 
 fn signals(r: &plugin::Report) -> Vec<(&'static str, Status)> {
@@ -202,7 +207,12 @@ fn detached_while_its_pod_runs_is_critical_after_stuck_after_only() {
         r.findings[0].text
     );
     // The status was written 1h ago: with --stuck-after 2h it is not yet stuck.
-    let r = evaluate(&d, Duration::from_secs(7200), now());
+    let r = evaluate(
+        &d,
+        &plugin::Thresholds::new(None, None),
+        Duration::from_secs(7200),
+        now(),
+    );
     assert_eq!(r.status, Status::Ok, "{r:?}");
     // A detached volume with no running pod is not stuck (robustness unknown is normal then).
     let d = data(
@@ -365,4 +375,55 @@ fn options_parse() {
     .unwrap();
     assert_eq!(o.node.as_deref(), Some("worker-04"));
     assert_eq!(o.stuck_after, Duration::from_secs(600));
+}
+
+#[test]
+fn healthy_replica_ranges_escalate() {
+    let d = data(
+        volume("attached", "degraded", "Running"),
+        vec![
+            replica(0, "worker-01", false),
+            replica(1, "worker-02", true),
+            replica(2, "worker-03", true),
+        ],
+        vec![engine(&[(0, "RW"), (1, "ERR"), (2, "ERR")], false)],
+    );
+    let o = Opts::try_parse_from(["check_longhorn_volumes", "-c", "2:"]).unwrap();
+    let r = evaluate(
+        &d,
+        &o.thresholds.thresholds(),
+        Duration::from_secs(300),
+        now(),
+    );
+    assert_eq!(r.status, Status::Critical, "{r:?}");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.signal == "longhorn_volume_degraded")
+        .unwrap();
+    assert_eq!(f.status, Status::Critical);
+    assert!(
+        f.text.contains("1 of 3 replicas healthy (outside -c 2:)"),
+        "{}",
+        f.text
+    );
+    // Longhorn healthy, but -w 4: asks for more than the volume has.
+    let o = Opts::try_parse_from(["check_longhorn_volumes", "-w", "4:"]).unwrap();
+    let r = evaluate(
+        &healthy_set(),
+        &o.thresholds.thresholds(),
+        Duration::from_secs(300),
+        now(),
+    );
+    assert_eq!(
+        signals(&r),
+        vec![("longhorn_volume_degraded", Status::Warning)]
+    );
+    assert!(
+        r.findings[0]
+            .text
+            .contains("short of replicas, 3 of 3 replicas healthy (outside -w 4:)"),
+        "{}",
+        r.findings[0].text
+    );
 }
