@@ -30,6 +30,7 @@ pub fn install(cp: &ControlPlane) {
 }
 
 /// A volume of claim `pvc_ns/pvc` used by pod `pod` (its phase as Longhorn records it).
+#[allow(clippy::too_many_arguments)] // one argument per field a scene varies
 pub fn volume(
     name: &str,
     state: &str,

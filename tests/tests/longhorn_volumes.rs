@@ -165,7 +165,7 @@ fn attached_with_no_healthy_replica_is_critical_naming_the_failed_replicas() {
     create(cp, &objs);
     let out = check_as(cp, User::Checks, &["--node", &s.node]);
     out.assert_status(NAME, 2);
-    assert!(out.stdout.contains(&format!("0/3 replicas healthy; pod media/radarr-0 Running (StatefulSet radarr): attached with no healthy replica")), "{out:?}");
+    assert!(out.stdout.contains("0/3 replicas healthy; pod media/radarr-0 Running (StatefulSet radarr): attached with no healthy replica"), "{out:?}");
     assert!(
         out.stdout.contains(&format!(
             "replica {}-r-0 on {} (failed at 2026-01-02T00:00:00Z, mode ERR, stopped)",
