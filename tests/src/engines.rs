@@ -170,7 +170,7 @@ pub struct Intervals {
 }
 
 impl Intervals {
-    /// The documented defaults (README, "fault → alert") scaled 1/60: check_interval 5m,
+    /// The documented defaults (docs/deploy/time-to-alert.md) scaled 1/60: check_interval 5m,
     /// retry_interval 1m, max_check_attempts 3, textfile timer 1m, scrape/evaluation 1m.
     pub const DOCUMENTED: Intervals = Intervals {
         check: 5,
@@ -279,8 +279,9 @@ pub const CHECKS: [&str; 4] = [
 ];
 
 /// Every check of the suite: the engines instantiate a service for each (node and cluster ones).
-pub const ALL_CHECKS: [&str; 9] = [
+pub const ALL_CHECKS: [&str; 10] = [
     "check_ro_pvc_mounts",
+    "check_pv_capacity",
     "check_stale_csi_mounts",
     "check_kubelet_nested_ops",
     "check_storage_kernel_errors",
@@ -813,6 +814,11 @@ impl Node {
         let node_kc = ("k8s_storage_node_kubeconfig".to_string(), kc.clone());
         let mut vars = match check {
             "check_ro_pvc_mounts" => vec![v("kubelet_root", root), node_kc],
+            "check_pv_capacity" => vec![
+                v("kubelet_root", root),
+                v("state_dir", json!(self.state_dir)),
+                node_kc,
+            ],
             "check_stale_csi_mounts" => {
                 vec![v("kubelet_root", root), v("node", json!(NODE)), node_kc]
             }

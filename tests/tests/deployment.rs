@@ -367,7 +367,7 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
         // capability (without it: EACCES, see the cap-less copy below).
         "check_ro_pvc_mounts" => {
             out.assert_status(&name, 0);
-            assert!(line.contains("1 PV filesystems writable"), "{line}");
+            assert!(line.contains("1 PV filesystem writable"), "{line}");
         }
         // The same PV mount, readable thanks to the capability, cross-checked through the
         // installed kubeconfig: its pod UID is no pod of NODE on the API server, so it is an
@@ -1007,8 +1007,9 @@ fn role_on_this_machine(t: &str, mode: &str) {
 }
 
 /// The suite's known checks (the role's argument spec lists the same names).
-const ALL_NINE: [&str; 9] = [
+const ALL_KNOWN: [&str; 10] = [
     "check_ro_pvc_mounts",
+    "check_pv_capacity",
     "check_stale_csi_mounts",
     "check_kubelet_nested_ops",
     "check_storage_kernel_errors",
@@ -1054,7 +1055,7 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
     let rendered_cmds = nrpe_commands(&rendered);
     assert_eq!(
         rendered_cmds.keys().collect::<Vec<_>>().len(),
-        ALL_NINE.len(),
+        ALL_KNOWN.len(),
         "{rendered}"
     );
     assert_eq!(
@@ -1413,7 +1414,7 @@ fn icinga2_commands_match_the_checks_options() {
     let text =
         std::fs::read_to_string(workspace_root().join("icinga2/k8s-storage-checks.conf")).unwrap();
     let cmds = icinga_commands(&text);
-    assert_eq!(cmds.len(), ALL_NINE.len(), "{:?}", cmds.keys());
+    assert_eq!(cmds.len(), ALL_KNOWN.len(), "{:?}", cmds.keys());
     for c in all_checks() {
         let name = format!("k8s_{}", c.trim_start_matches("check_"));
         let (binary, keys) = cmds
@@ -1450,7 +1451,7 @@ fn icinga2_definitions_validate() {
     }
     let work = tempfile::tempdir().unwrap();
     let ours = workspace_root().join("icinga2/k8s-storage-checks.conf");
-    let checks: Vec<String> = ALL_NINE
+    let checks: Vec<String> = ALL_KNOWN
         .iter()
         .map(|c| format!("\"k8s_{}\"", c.trim_start_matches("check_")))
         .collect();
@@ -1496,7 +1497,7 @@ include "{}"
     );
     let all = format!("{}{}", out.stdout, out.stderr);
     assert!(
-        all.contains(&format!("Instantiated {} Services", ALL_NINE.len())),
+        all.contains(&format!("Instantiated {} Services", ALL_KNOWN.len())),
         "the apply rule should create one service per listed check:\n{all}"
     );
     // The validator really reads our file: a broken copy fails.

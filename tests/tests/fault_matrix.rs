@@ -771,7 +771,7 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         (_, "--kubelet-root", "dirMissing") => (3, "no such directory on this node"),
         _ if kernel_aux => (2, "journal aborted on sdc"),
         (_, "--state-dir", _) => (1, "failing operations"),
-        ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystems writable"),
+        ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystem writable"),
         ("check_ro_pvc_mounts", "--kubelet-root", "dirEmpty") => (0, "no PV mounts"),
         ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
         // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
@@ -779,7 +779,7 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),
         (_, _, "Unreadable" | "dirUnreadable") => (3, "Permission denied (EACCES)"),
         ("check_iscsi_sessions", "--sys", "dirEmpty") => (3, "not a sysfs"),
-        ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystems writable"),
+        ("check_ro_pvc_mounts", "--mountinfo", "NonUtf8") => (0, "1 PV filesystem writable"),
         ("check_stale_csi_mounts", "--mountinfo", "NonUtf8") => (0, "no CSI mounts"),
         // Issue 16: a source that yields nothing parsable, or data past a cap, is not OK
         // (these rows answered OK before: a 200 MiB line, a garbage or syslog-format --kmsg).

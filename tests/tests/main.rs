@@ -12,9 +12,12 @@ mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod kubelet_nested_ops;
 mod longhorn_volumes;
+mod pv_capacity;
 mod ro_pvc_mounts;
+mod ro_pvc_mounts_issue31;
 mod ro_pvc_mounts_names;
 mod stale_csi_mounts;
+mod stale_csi_mounts_in_tree;
 mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
@@ -55,3 +58,9 @@ mod nrpe_v2;
 mod package;
 mod prometheus_rules;
 mod spec;
+
+// Issue 26: the docs hold to the programs (commands, options, links, runbooks).
+mod docs;
+
+// Issue 26: the man pages made by clap_mangen, read with man -l.
+mod man_pages;

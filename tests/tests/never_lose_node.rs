@@ -369,7 +369,7 @@ fn empty_fifo(p: &Path, writer: bool) {
 }
 
 /// Finding 4: a source that yields nothing answered OK ("0 bytes, 0 candidate lines", "0 records
-/// read"). Now, as the README's table says, UNKNOWN naming the source, for every source-reading
+/// read"). Now, as the table in docs/checks/README.md says, UNKNOWN naming the source, for every source-reading
 /// check: the kubelet log and the kernel log (/dev/null, an empty file, a FIFO that gives
 /// nothing), and the mount table of the mount checks (/dev/null).
 #[test]

@@ -270,8 +270,13 @@ fn deb_is_lintian_clean_installs_with_the_privilege_model_answers_nrpe_and_purge
             .run(),
         "zcat man page",
     );
+    // Made by clap_mangen (k8s-storage-checks --generate-man): its title, OPTIONS, EXIT STATUS.
     assert!(
-        man.stdout.starts_with(".TH CHECK_RO_PVC_MOUNTS 1"),
+        man.stdout
+            .lines()
+            .any(|l| l.starts_with(".TH CHECK_RO_PVC_MOUNTS 1"))
+            && man.stdout.contains("\n.SH OPTIONS\n")
+            && man.stdout.contains("\n.SH \"EXIT STATUS\"\n"),
         "{}",
         man.stdout
     );

@@ -432,7 +432,7 @@ fn rox_read_only_superblock_without_an_error_is_not_critical() {
     out.assert_status(NAME, 1);
     assert!(
         out.first_line().contains(
-            "1 of 1 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-rox"
+            "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-rox"
         ),
         "{out:?}"
     );

@@ -535,8 +535,8 @@ fn docs_option_tables_name_options_each_check_has() {
     let mut all = Vec::new();
     for c in all_checks() {
         let path = workspace_root().join(format!("docs/checks/{c}.md"));
-        let page = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let page =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let spec = Spec::of(&c);
         let mut rows = 0;
         for line in page.lines() {

@@ -298,3 +298,103 @@ fn real_xfs_shutdown_is_reported_and_mapped_to_the_pod_volume() {
     );
     assert!(out.perf("xfs_shutdown").unwrap() >= 1.0);
 }
+
+/// The classes of issue 31 through the program: NVMe reset/removal and a vanished namespace
+/// mapped from the controller's name to the PV on its namespace, btrfs with the `state FLAGS` of
+/// 6.x kernels, a block device offline, NFS servers mapped to their mounts with the recovery
+/// record clearing one of them. Records as those kernels print them; sysfs and the mount table
+/// are fixtures (this machine has no NVMe, btrfs or NFS server to break).
+#[test]
+fn new_kernel_classes_mapped_to_volumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, mi, sys) = (
+        dir.path().join("kmsg.txt"),
+        dir.path().join("mountinfo"),
+        dir.path().join("sys"),
+    );
+    let kroot = dir.path().join("kubelet");
+    std::fs::create_dir(&kroot).unwrap();
+    let mk = |p: &str, file: &str, v: &str| {
+        std::fs::create_dir_all(sys.join(p)).unwrap();
+        std::fs::write(sys.join(p).join(file), v).unwrap();
+    };
+    mk("class/block/nvme0n1", "dev", "259:0\n");
+    mk("class/nvme/nvme0/nvme0n1", "dev", "259:0\n");
+    mk("class/block/dm-3", "dev", "253:3\n");
+    mk("class/block/dm-3/dm", "name", "vg0-data\n");
+    let k = kroot.display();
+    std::fs::write(
+        &mi,
+        format!(
+            "30 1 259:0 / {k}/pods/u1/volumes/kubernetes.io~csi/pvc-nvme/mount rw,relatime - ext4 /dev/nvme0n1 rw\n\
+             31 1 253:3 / {k}/pods/u2/volumes/kubernetes.io~csi/pvc-btrfs/mount rw,relatime - btrfs /dev/mapper/vg0-data rw\n\
+             32 1 0:60 / {k}/pods/u3/volumes/kubernetes.io~nfs/pv-media rw,relatime - nfs4 nas.lan:/export/media rw,vers=4.2\n\
+             33 1 0:61 / {k}/pods/u4/volumes/kubernetes.io~nfs/pv-scratch rw,relatime - nfs 10.0.0.9:/scratch rw,soft\n"
+        ),
+    )
+    .unwrap();
+    let mut text = String::new();
+    for (seq, prio, t) in [
+        (1, 4, "nvme nvme0: I/O 24 QID 0 timeout, reset controller"),
+        (2, 4, "nvme nvme0: Disabling device after reset failure: -19"),
+        (3, 6, "nvme0n1: detected capacity change from 2097152 to 0"),
+        (4, 2, "BTRFS: error (device dm-3 state A) in btrfs_run_delayed_refs:2207: errno=-5 IO failure"),
+        (5, 6, "BTRFS info (device dm-3 state EA): forced readonly"),
+        (6, 5, "nfs: server nas.lan not responding, still trying"),
+        (7, 5, "nfs: server nas.lan OK"),
+        (8, 5, "nfs: server 10.0.0.9 not responding, timed out"),
+        (9, 3, "device offline error, dev sdc, sector 8 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2"),
+        (10, 6, "loop0: detected capacity change from 32768 to 0"),
+    ] {
+        text += &rec(seq, seq * 1000, prio, t);
+    }
+    std::fs::write(&f, &text).unwrap();
+    let out = Cmd::check(BIN)
+        .arg("--kmsg")
+        .arg(&f)
+        .arg("--mountinfo")
+        .arg(&mi)
+        .arg("--sys")
+        .arg(&sys)
+        .arg("--kubelet-root")
+        .arg(&kroot)
+        .args(["--window", "0", "--no-names", "-v"])
+        .run();
+    out.assert_status(NAME, 2);
+    for want in [
+        "[CRITICAL] NVMe controller removed on nvme0 → pvc-nvme",
+        "[WARNING] NVMe controller reset on nvme0 → pvc-nvme",
+        // Still mounted when it vanished: CRITICAL, not the category's WARNING.
+        "[CRITICAL] disk vanished (capacity now 0) on nvme0n1 → pvc-nvme",
+        "[CRITICAL] btrfs error (filesystem forced read-only) on dm-3 → pvc-btrfs",
+        "[CRITICAL] remounted read-only on dm-3 → pvc-btrfs",
+        "[CRITICAL] NFS server timed out (I/O failed) on NFS server 10.0.0.9 → pv-scratch",
+        "[CRITICAL] block device offline (I/O failed) on sdc",
+        "NFS server nas.lan: NFS server answering again at",
+    ] {
+        assert!(out.stdout.contains(want), "{want}: {out:?}");
+    }
+    assert!(
+        !out.stdout.contains("on NFS server nas.lan"),
+        "recovered: {out:?}"
+    );
+    assert!(
+        !out.stdout.contains("loop0"),
+        "losetup -d is no failure: {out:?}"
+    );
+    for (l, v) in [
+        ("nvme_reset", 1.0),
+        ("nvme_removed", 1.0),
+        ("disk_vanished", 1.0),
+        ("btrfs_error", 1.0),
+        ("remount_ro", 1.0),
+        ("nfs_not_responding", 0.0),
+        ("nfs_timed_out", 1.0),
+        ("block_device_offline", 1.0),
+        ("storage_errors", 7.0),
+        ("records", 10.0),
+    ] {
+        assert_eq!(out.perf(l), Some(v), "{l}: {out:?}");
+    }
+    assert_eq!(out.perf("nfs_recovered"), None, "{out:?}");
+}

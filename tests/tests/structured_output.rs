@@ -22,7 +22,7 @@ use std::time::Duration;
 
 const FINDING: &str = "k8s_storage_check_finding";
 
-/// The subject fields, in the documented order (README "Structured output").
+/// The subject fields, in the documented order (docs/output.md).
 const FIELDS: [&str; 11] = [
     "node",
     "namespace",
@@ -815,7 +815,7 @@ fn watch_cache_findings_name_the_api_server() {
 fn unknown_args(check: &str, dir: &Path) -> Vec<String> {
     let missing = dir.join("missing").display().to_string();
     let v: Vec<&str> = match check {
-        "check_ro_pvc_mounts" | "check_stale_csi_mounts" => {
+        "check_ro_pvc_mounts" | "check_stale_csi_mounts" | "check_pv_capacity" => {
             vec!["--mountinfo", &missing, "--kubelet-root", "/"]
         }
         // Without sessions it never reads the mount table: a missing --sys.
@@ -839,7 +839,7 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
     let sys_hang = Sysfs::new(hang_dir.path());
     let sys_root = sys_hang.root.display().to_string();
     let checks = e2e::all_checks();
-    assert_eq!(checks.len(), 9, "{checks:?}");
+    assert_eq!(checks.len(), 10, "{checks:?}");
     for c in &checks {
         // Usage errors, in both spellings of --format.
         for args in [
@@ -870,7 +870,7 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let f = fifo.display().to_string();
         let hang: Vec<&str> = match c.as_str() {
-            "check_ro_pvc_mounts" | "check_stale_csi_mounts" => {
+            "check_ro_pvc_mounts" | "check_stale_csi_mounts" | "check_pv_capacity" => {
                 vec!["--mountinfo", &f, "--kubelet-root", "/"]
             }
             // A session whose state attribute never answers.

@@ -1,6 +1,6 @@
 //! The decision, pure: what each PV filesystem's state means, and the report over all of them.
 
-use crate::gather::{NodeData, Volume};
+use crate::gather::{NodeData, NodeFs, Volume};
 use crate::text::{next_step, short_name, volume_subject};
 use kube::names::{Names, Wanted};
 use node::fsstate;
@@ -19,8 +19,16 @@ pub enum Verdict {
     /// it `ro`, bind it without `ro`) looks exactly like this. Not the kernel's error remount;
     /// the API's access modes tell intent from failure.
     ReadOnlyNoError(String),
-    /// Mounted read-only on purpose everywhere (no alarm).
-    ReadOnlyByDesign,
+    /// Read-only on every mount with no error recorded (the superblock `ro`, or every mount a
+    /// read-only bind): what a ReadOnlyMany volume or a `readOnly: true` claim looks like, and
+    /// also what a pod that cannot write looks like. Only the API tells (issue 31): a
+    /// ReadWriteOnce/ReadWriteMany/ReadWriteOncePod claim that no pod mounts `readOnly` is
+    /// CRITICAL, ReadOnlyMany or `readOnly: true` OK, unknown WARNING.
+    ReadOnlyEverywhere(String),
+    /// Every mount a read-only bind over a writable filesystem: the kubelet binds a volume
+    /// read-only only when the pod (`readOnly: true`) or the PV (`csi.readOnly`) asks for it, and
+    /// no kernel error path makes a bind read-only: read-only on purpose, not counted writable.
+    ReadOnlyBind,
 }
 
 fn in_hidden_ro_window(kernel: Option<(u32, u32, u32)>) -> bool {
@@ -141,7 +149,12 @@ pub fn judge(v: &Volume, kernel: Option<(u32, u32, u32)>, can_read_all: bool) ->
         ));
     }
     if has("ro") {
-        return Verdict::ReadOnlyByDesign;
+        return Verdict::ReadOnlyEverywhere(
+            "mounted read-only everywhere (the filesystem itself is ro), no error recorded".into(),
+        );
+    }
+    if !any_rw_mount && !v.mounts.is_empty() {
+        return Verdict::ReadOnlyBind;
     }
     if let Some(e) = err_text {
         if in_hidden_ro_window(kernel) {
@@ -162,7 +175,7 @@ pub fn wanted(data: &NodeData) -> Wanted {
     for v in &data.volumes {
         if matches!(
             judge(v, data.kernel, data.can_read_all),
-            Verdict::Writable | Verdict::ReadOnlyByDesign
+            Verdict::Writable | Verdict::ReadOnlyBind
         ) {
             continue;
         }
@@ -181,7 +194,8 @@ pub fn signal_of(v: &Volume, verdict: &Verdict) -> &'static str {
     let has = |o: &str| v.super_options.split(',').any(|x| x == o);
     match verdict {
         Verdict::Writable => "writable",
-        Verdict::ReadOnlyByDesign => "ro_by_design",
+        Verdict::ReadOnlyEverywhere(_) => "ro_everywhere",
+        Verdict::ReadOnlyBind => "ro_by_design",
         Verdict::Errors(_) => "fs_errors",
         Verdict::ReadOnlyNoError(_) => "ro_no_error",
         Verdict::ReadOnly(_) if v.block_mode => "block_ro",
@@ -207,6 +221,8 @@ struct Tally {
     ro: Vec<String>,
     errs: Vec<String>,
     unexplained: Vec<String>,
+    /// Read-only on purpose (the API says so): neither writable nor an alarm.
+    by_design: usize,
 }
 
 /// A volume's status and the words after its name; counts it in `tally`.
@@ -216,28 +232,41 @@ fn status_of(v: &Volume, verdict: &Verdict, names: &Names, tally: &mut Tally) ->
             tally.ro.push(short_name(v, names));
             (Status::Critical, format!("is read-only: {why}"))
         }
-        Verdict::ReadOnlyNoError(why) => match v.names.iter().find_map(|n| names.intent(n)) {
-            Some(kube::names::Intent::ReadOnly(reason)) => (
-                Status::Ok,
-                format!("is read-only on purpose: {why}; {reason}"),
-            ),
-            Some(kube::names::Intent::Writable(reason)) => {
-                tally.ro.push(short_name(v, names));
-                (
-                    Status::Critical,
-                    format!("is read-only: {why}; but {reason}: it is meant to be written"),
-                )
+        Verdict::ReadOnlyNoError(why) | Verdict::ReadOnlyEverywhere(why) => {
+            let everywhere = matches!(verdict, Verdict::ReadOnlyEverywhere(_));
+            match v.names.iter().find_map(|n| names.intent(n)) {
+                Some(kube::names::Intent::ReadOnly(reason)) => {
+                    tally.by_design += 1;
+                    (
+                        Status::Ok,
+                        format!("is read-only on purpose: {why}; {reason}"),
+                    )
+                }
+                Some(kube::names::Intent::Writable(reason)) => {
+                    tally.ro.push(short_name(v, names));
+                    (
+                        Status::Critical,
+                        format!(
+                            "is read-only: {why}; but {reason} and no pod mounts its claim readOnly: it is meant to be written, and its pods cannot write"
+                        ),
+                    )
+                }
+                None => {
+                    tally.unexplained.push(short_name(v, names));
+                    let shape = if everywhere {
+                        "read-only everywhere with no error recorded"
+                    } else {
+                        "read-only at the filesystem with no error recorded"
+                    };
+                    (
+                        Status::Warning,
+                        format!(
+                            "is {shape}: {why}; intent unknown (a ReadOnlyMany volume or a readOnly: true claim looks like this: the PV's access modes and the pods' claims tell, with API access or --pvs-json and --pods-json)"
+                        ),
+                    )
+                }
             }
-            None => {
-                tally.unexplained.push(short_name(v, names));
-                (
-                    Status::Warning,
-                    format!(
-                        "is read-only at the filesystem with no error recorded: {why}; intent unknown (a ReadOnlyMany volume looks like this: the PV's access modes tell, with API access or --pvs-json)"
-                    ),
-                )
-            }
-        },
+        }
         Verdict::Errors(why) => {
             tally.errs.push(short_name(v, names));
             (
@@ -245,7 +274,13 @@ fn status_of(v: &Volume, verdict: &Verdict, names: &Names, tally: &mut Tally) ->
                 format!("has recorded errors but is still writable: {why}"),
             )
         }
-        Verdict::ReadOnlyByDesign => (Status::Ok, "is mounted read-only on purpose".to_string()),
+        Verdict::ReadOnlyBind => {
+            tally.by_design += 1;
+            (
+                Status::Ok,
+                "is read-only on purpose: every mount of it is a read-only bind (readOnly: true), the filesystem is writable".to_string(),
+            )
+        }
         Verdict::Writable => (Status::Ok, "is writable".to_string()),
     }
 }
@@ -264,12 +299,15 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
     } else {
         write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
     };
-    let mut f = Finding::new(status, text)
-        .signal(signal_of(v, &verdict))
-        .subject(with_node(
-            volume_subject(v, names),
-            data.node_name.as_deref(),
-        ));
+    // A read-only-everywhere volume the API says is read-only on purpose keeps the OK signal.
+    let signal = match (&verdict, status) {
+        (Verdict::ReadOnlyEverywhere(_), Status::Ok) => "ro_by_design",
+        _ => signal_of(v, &verdict),
+    };
+    let mut f = Finding::new(status, text).signal(signal).subject(with_node(
+        volume_subject(v, names),
+        data.node_name.as_deref(),
+    ));
     if !v.pod_uids.is_empty() {
         let mut d = String::from("pods: ");
         for (i, u) in v.pod_uids.iter().enumerate() {
@@ -298,6 +336,11 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
     f
 }
 
+/// `1 PV filesystem`, `2 PV filesystems`.
+fn pv_fs(n: usize) -> String {
+    format!("{n} PV filesystem{}", if n == 1 { "" } else { "s" })
+}
+
 /// The summary line over `n` volumes.
 fn summary(t: &Tally, n: usize) -> String {
     let (ro, errs, unexplained) = (&t.ro, &t.errs, &t.unexplained);
@@ -305,9 +348,8 @@ fn summary(t: &Tally, n: usize) -> String {
         "no PV mounts on this node".to_string()
     } else if !ro.is_empty() {
         let mut s = format!(
-            "{} of {} PV filesystems read-only: {}",
+            "{} of {n} PV filesystems read-only: {}",
             ro.len(),
-            n,
             ro.join(", ")
         );
         if !errs.is_empty() {
@@ -320,13 +362,18 @@ fn summary(t: &Tally, n: usize) -> String {
         s
     } else if !errs.is_empty() {
         format!(
-            "{} of {} PV filesystems have recorded errors: {}",
+            "{} of {n} PV filesystems have recorded errors: {}",
             errs.len(),
-            n,
             errs.join(", ")
         )
     } else if unexplained.is_empty() {
-        format!("{n} PV filesystems writable")
+        // Read-only-by-design volumes are not "writable" (issue 31).
+        let writable = n - t.by_design;
+        match (writable, t.by_design) {
+            (_, 0) => format!("{} writable", pv_fs(n)),
+            (0, d) => format!("{} read-only on purpose", pv_fs(d)),
+            (w, d) => format!("{}: {w} writable, {d} read-only on purpose", pv_fs(n)),
+        }
     } else {
         String::new()
     };
@@ -334,9 +381,8 @@ fn summary(t: &Tally, n: usize) -> String {
         return summary;
     }
     let u = format!(
-        "{} of {} PV filesystems read-only at the filesystem with no error recorded (intent unknown): {}",
+        "{} of {n} PV filesystems read-only with no error recorded (intent unknown): {}",
         unexplained.len(),
-        n,
         unexplained.join(", ")
     );
     if summary.is_empty() {
@@ -388,7 +434,26 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
     if !tally.errs.is_empty() || !tally.unexplained.is_empty() {
         status = status.worst(Status::Warning);
     }
-    let mut r = Report::new(status, summary(&tally, n)).unit("volume", "volumes");
+    let node_fs = node_fs_findings(data);
+    let mut summary = summary(&tally, n);
+    if !node_fs.is_empty() {
+        // The node's own filesystem read-only outranks every volume: nothing new starts here.
+        status = status.worst(Status::Critical);
+        let mps: Vec<String> = data
+            .node_fs
+            .iter()
+            .filter(|f| node_fs_readonly(f).is_some())
+            .map(|f| f.mount_point.display().to_string())
+            .collect();
+        summary = format!(
+            "node filesystem read-only ({}): no new pod can start on this node; {summary}",
+            mps.join(", ")
+        );
+    }
+    let node_fs_ro = node_fs.len();
+    let mut findings = findings;
+    findings.extend(node_fs);
+    let mut r = Report::new(status, summary).unit("volume", "volumes");
     r.notes.extend(data.notes.iter().cloned());
     note_denied(&mut r, data);
     r.findings = findings;
@@ -401,6 +466,91 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
                 .min(0.0),
         )
         .perf(Perfdata::new("error_volumes", tally.errs.len() as f64).min(0.0))
+        .perf(
+            Perfdata::new("node_fs_ro", node_fs_ro as f64)
+                .crit(plugin::Range::parse("0").ok().as_ref())
+                .min(0.0),
+        )
+}
+
+/// Why a filesystem the node itself needs is read-only, if it is (issue 31). Pure.
+/// - the filesystem of a kubelet root: read-only in any way (the mount or the filesystem): the
+///   kubelet can no longer create a pod's directories, so no new pod starts on the node;
+/// - `/`: only the kernel's doing (`emergency_ro`, or `ro` at the filesystem under a read-write
+///   mount: the error remount): Talos, Bottlerocket, Flatcar-like systems mount their root
+///   read-only on purpose, mount and filesystem alike.
+pub fn node_fs_readonly(f: &NodeFs) -> Option<String> {
+    let has = |o: &str| f.super_options.split(',').any(|x| x == o);
+    if has("emergency_ro") {
+        return Some(
+            "emergency_ro in the filesystem's options (the kernel stopped writes after an error)"
+                .into(),
+        );
+    }
+    if has("ro") && !f.mount_ro {
+        return Some(
+            "read-only at the filesystem under a read-write mount (the kernel's remount after an error)"
+                .into(),
+        );
+    }
+    if !f.kubelet_roots.is_empty() && (has("ro") || f.mount_ro) {
+        return Some(if has("ro") {
+            "mounted read-only".into()
+        } else {
+            "a read-only mount (the filesystem itself is rw)".into()
+        });
+    }
+    None
+}
+
+/// The findings on the node's own filesystems that are read-only. Pure.
+fn node_fs_findings(data: &NodeData) -> Vec<Finding> {
+    use plugin::shell_quote as q;
+    let node = data.node_name.as_deref();
+    let mut out = Vec::new();
+    for f in &data.node_fs {
+        let Some(why) = node_fs_readonly(f) else {
+            continue;
+        };
+        let mut holds: Vec<String> = f
+            .kubelet_roots
+            .iter()
+            .map(|r| format!("the kubelet root {}", r.display()))
+            .collect();
+        if f.is_root {
+            holds.insert(0, "/".into());
+        }
+        let mp = f.mount_point.to_string_lossy();
+        let text = format!(
+            "node filesystem read-only: {} on {} ({}, mounted at {mp}): {why}; no new pod can start on this node",
+            holds.join(" and "),
+            f.source,
+            f.fstype
+        );
+        let fsck = if f.fstype == "xfs" {
+            "xfs_repair"
+        } else {
+            "fsck"
+        };
+        let node_word = node.map(q).unwrap_or_else(|| "<this node>".into());
+        let next = format!(
+            "next: `kubectl cordon {node_word}`; on that node: `findmnt -o TARGET,SOURCE,FSTYPE,OPTIONS {}` and `journalctl -k --grep 'error'`; then drain it, reboot, and {fsck} {} if the kernel recorded an error; runbook docs/runbooks/node_fs_readonly.md",
+            q(&mp),
+            q(&f.source)
+        );
+        out.push(
+            Finding::new(Status::Critical, text)
+                .signal("node_fs_readonly")
+                .subject(
+                    plugin::Subject::new()
+                        .maybe(plugin::Subject::node, node)
+                        .device(f.source.strip_prefix("/dev/").unwrap_or(&f.source))
+                        .mount(mp.to_string()),
+                )
+                .detail(next),
+        );
+    }
+    out
 }
 
 /// The node of a finding: this host's name ($NODE_NAME in container mode), whatever the pod lookup

@@ -31,6 +31,23 @@ pub struct Volume {
     pub probe: Option<Outcome>,
 }
 
+/// A filesystem the node itself must be able to write (issue 31): the one holding a kubelet
+/// root (pods' directories, volume mounts, plugin sockets), and `/`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeFs {
+    /// The kubelet roots it holds (empty: only `/`).
+    pub kubelet_roots: Vec<PathBuf>,
+    /// It is the node's `/`.
+    pub is_root: bool,
+    pub mount_point: PathBuf,
+    pub fstype: String,
+    pub source: String,
+    /// Per-mount `ro`.
+    pub mount_ro: bool,
+    /// Options of the filesystem itself.
+    pub super_options: String,
+}
+
 /// Everything gathered from the node.
 #[derive(Debug, Clone, Default)]
 pub struct NodeData {
@@ -44,6 +61,39 @@ pub struct NodeData {
     pub node_name: Option<String>,
     /// Notes of the gathering (a stuck probe that could not be remembered).
     pub notes: Vec<String>,
+    /// The filesystems of the kubelet roots and of `/`.
+    pub node_fs: Vec<NodeFs>,
+}
+
+/// The filesystems holding the kubelet roots and `/`, one entry per mount. Pure.
+pub fn node_filesystems(roots: &[PathBuf], held: &[Option<node::Mount>]) -> Vec<NodeFs> {
+    let mut out: Vec<(u64, NodeFs)> = Vec::new();
+    // `held` is the roots' mounts, then `/`'s.
+    for (i, m) in held.iter().enumerate() {
+        let Some(m) = m else { continue };
+        let k = match out.iter().position(|(id, _)| *id == m.id) {
+            Some(k) => k,
+            None => {
+                out.push((
+                    m.id,
+                    NodeFs {
+                        mount_point: m.mount_point.clone(),
+                        fstype: m.fstype.clone(),
+                        source: m.source.clone(),
+                        mount_ro: m.mount_ro(),
+                        super_options: m.super_options.clone(),
+                        ..Default::default()
+                    },
+                ));
+                out.len() - 1
+            }
+        };
+        match roots.get(i) {
+            Some(r) => out[k].1.kubelet_roots.push(r.clone()),
+            None => out[k].1.is_root = true,
+        }
+    }
+    out.into_iter().map(|(_, f)| f).collect()
 }
 
 /// Group the kubelet's volume mounts into PV filesystems: one per device (`maj:min`), one per
@@ -194,6 +244,21 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     for (v, out) in volumes.iter_mut().zip(outcomes) {
         v.probe = Some(out);
     }
+    ctx.stage("reading the node's own filesystems");
+    // The kubelet roots as the mount table names them (a root may be a link to another disk).
+    let mut paths: Vec<PathBuf> = roots
+        .iter()
+        .map(|r| {
+            if host.is_local() && o.mountinfo.is_own(&host) {
+                std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())
+            } else {
+                r.clone()
+            }
+        })
+        .collect();
+    paths.push(PathBuf::from("/"));
+    let held = node::mountinfo::read_holding(&mi, &paths).map_err(Unknown)?;
+    let node_fs = node_filesystems(&roots, &held);
     let kernel = host
         .kernel_release()
         .and_then(|r| node::host::parse_kernel_version(&r));
@@ -209,5 +274,6 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         can_read_all,
         node_name: host.hostname(),
         notes,
+        node_fs,
     })
 }

@@ -10,7 +10,7 @@ mod gather;
 mod text;
 
 pub use evaluate::{evaluate, evaluate_named, judge, signal_of, wanted, Verdict};
-pub use gather::{gather, group, NodeData, Volume};
+pub use gather::{gather, group, node_filesystems, NodeData, NodeFs, Volume};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};

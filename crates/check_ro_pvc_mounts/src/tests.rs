@@ -88,6 +88,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         can_read_all: true,
         node_name: Some("k8s03".into()),
         notes: vec![],
+        node_fs: vec![],
     }
 }
 
@@ -122,16 +123,92 @@ fn groups_bind_mounts_of_one_filesystem_into_one_volume() {
 fn healthy_node_is_ok_and_readonly_bind_is_not_an_alarm() {
     let r = evaluate(&data(&table("rw"), (6, 18, 0)), &default_t());
     assert_eq!(r.status, Status::Ok);
-    assert_eq!(r.summary, "3 PV filesystems writable");
+    // The read-only bind is read-only on purpose, not counted writable (issue 31).
+    assert_eq!(
+        r.summary,
+        "3 PV filesystems: 2 writable, 1 read-only on purpose"
+    );
     let perf: Vec<_> = r.perfdata.iter().map(|p| p.render()).collect();
     assert_eq!(
         perf,
         [
             "pv_mounts=3;;;0",
             "ro_volumes=0;0;0;0",
-            "error_volumes=0;;;0"
+            "error_volumes=0;;;0",
+            "node_fs_ro=0;;0;0"
         ]
     );
+}
+
+/// Issue 31: the node's own kubelet root and `/` read-only is CRITICAL with its own signal; a
+/// root mounted read-only on purpose (Talos, Bottlerocket) is not.
+#[test]
+fn the_nodes_own_filesystems_read_only_are_critical() {
+    let roots = vec![PathBuf::from(K)];
+    let two = |root_line: &str, kubelet_line: &str| {
+        format!("1 0 8:1 / / {root_line}\n2 1 8:2 / {K} {kubelet_line}\n")
+    };
+    let fs = |t: &str| {
+        let mut paths = roots.clone();
+        paths.push(PathBuf::from("/"));
+        let held = node::mountinfo::holding(t, "t", &paths).unwrap();
+        node_filesystems(&roots, &held)
+    };
+    let mut d = data(&table("rw"), (6, 18, 0));
+    // All writable.
+    d.node_fs = fs(&two("rw - ext4 /dev/sda1 rw", "rw - ext4 /dev/sda2 rw"));
+    assert_eq!(d.node_fs.len(), 2);
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    // The kubelet root's filesystem read-only, any way.
+    for k in [
+        "ro - ext4 /dev/sda2 ro",
+        "ro - ext4 /dev/sda2 rw",
+        "rw - ext4 /dev/sda2 ro",
+        "rw - ext4 /dev/sda2 rw,emergency_ro",
+    ] {
+        d.node_fs = fs(&two("rw - ext4 /dev/sda1 rw", k));
+        let r = evaluate(&d, &default_t());
+        assert_eq!(r.status, Status::Critical, "{k}: {r:?}");
+        assert!(
+            r.summary.starts_with(
+                "node filesystem read-only (/var/lib/kubelet): no new pod can start on this node; "
+            ),
+            "{}",
+            r.summary
+        );
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.signal == "node_fs_readonly")
+            .unwrap();
+        assert!(f.text.starts_with("node filesystem read-only: the kubelet root /var/lib/kubelet on /dev/sda2 (ext4, mounted at /var/lib/kubelet): "), "{}", f.text);
+        assert_eq!(f.subject.node.as_deref(), Some("k8s03"));
+        assert!(
+            f.details
+                .iter()
+                .any(|l| l.starts_with("next: `kubectl cordon k8s03`")
+                    && l.contains("docs/runbooks/node_fs_readonly.md")),
+            "{f:?}"
+        );
+        assert_eq!(r.perfdata.last().unwrap().render(), "node_fs_ro=1;;0;0");
+    }
+    // `/` remounted read-only by the kernel, the kubelet root on it.
+    d.node_fs = fs("1 0 8:1 / / rw - ext4 /dev/sda1 ro,errors=remount-ro\n");
+    assert_eq!(d.node_fs.len(), 1);
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings.iter().any(|f| f.text.starts_with(
+            "node filesystem read-only: / and the kubelet root /var/lib/kubelet on /dev/sda1"
+        )),
+        "{r:?}"
+    );
+    // `/` read-only on purpose (mount and filesystem), the kubelet root elsewhere and writable.
+    d.node_fs = fs(&two("ro - squashfs /dev/loop0 ro", "rw - xfs /dev/sda2 rw"));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    // ... but its filesystem flipped under a read-write mount is the kernel's doing.
+    d.node_fs = fs(&two("rw - ext4 /dev/sda1 ro", "rw - xfs /dev/sda2 rw"));
+    assert_eq!(evaluate(&d, &default_t()).status, Status::Critical);
 }
 
 #[test]
@@ -180,7 +257,9 @@ fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
     let r = evaluate(&d, &default_t());
     assert_eq!(r.status, Status::Warning, "{r:?}");
     assert!(
-        r.summary.starts_with("1 of 3 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-a634b9a3"),
+        r.summary.starts_with(
+            "1 of 3 PV filesystems read-only with no error recorded (intent unknown): pvc-a634b9a3"
+        ),
         "{}",
         r.summary
     );
@@ -255,8 +334,11 @@ fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
         .contains("xfs does not remount read-only on errors"));
 }
 
+/// Issue 31: a filesystem read-only everywhere with no error is read-only on purpose only when
+/// the API says so (ReadOnlyMany, or a pod mounts the claim `readOnly: true`); a ReadWrite*
+/// claim no pod mounts `readOnly` is CRITICAL (its pods cannot write); unknown is WARNING.
 #[test]
-fn super_ro_everywhere_is_by_design_unless_errors() {
+fn super_ro_everywhere_is_judged_by_the_access_modes() {
     let mut t = String::new();
     t += &line(
         20,
@@ -268,18 +350,90 @@ fn super_ro_everywhere_is_by_design_unless_errors() {
         "ro",
     );
     let mut d = data(&t, (6, 18, 0));
-    assert_eq!(evaluate(&d, &default_t()).status, Status::Ok);
+    // Unknown intent (no names): WARNING, and its names are wanted.
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Warning, "{r:?}");
+    assert_eq!(
+        r.summary,
+        "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-rox"
+    );
+    assert_eq!(r.findings[0].signal, "ro_everywhere");
+    assert!(r.findings[0].text.contains("read-only everywhere"), "{r:?}");
+    assert!(wanted(&d).pvs.contains("pvc-rox"));
+    let names = |modes: &[&str], ro_claim: bool| {
+        let mut n = Names::default();
+        n.claims
+            .insert("pvc-rox".into(), ("media".into(), "library".into()));
+        n.access_modes.insert(
+            "pvc-rox".into(),
+            modes.iter().map(|m| m.to_string()).collect(),
+        );
+        if ro_claim {
+            n.read_only_claims
+                .insert(("media".into(), "library".into()));
+        }
+        n
+    };
+    for modes in [
+        &["ReadWriteOnce"][..],
+        &["ReadWriteMany"],
+        &["ReadWriteOncePod"],
+    ] {
+        let r = evaluate_named(&d, &default_t(), &names(modes, false));
+        assert_eq!(r.status, Status::Critical, "{modes:?}: {r:?}");
+        assert_eq!(r.findings[0].signal, "ro_everywhere");
+        assert!(
+            r.findings[0].text.contains("its pods cannot write"),
+            "{r:?}"
+        );
+        assert!(
+            r.summary.starts_with("1 of 1 PV filesystems read-only: "),
+            "{}",
+            r.summary
+        );
+        assert!(r.findings[0]
+            .details
+            .iter()
+            .any(|l| l.starts_with("next: ")));
+        // The same claim mounted readOnly: true is intent.
+        let r = evaluate_named(&d, &default_t(), &names(modes, true));
+        assert_eq!(r.status, Status::Ok, "{modes:?}: {r:?}");
+    }
+    let r = evaluate_named(&d, &default_t(), &names(&["ReadOnlyMany"], false));
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.findings[0].signal, "ro_by_design");
+    // Not counted writable.
+    assert_eq!(r.summary, "1 PV filesystem read-only on purpose");
+    // Recorded errors make it the kernel's doing, whatever the API says.
     vol(&mut d, "pvc-rox").ext4_errors = Some(fsstate::Ext4Errors {
         count: 2,
         first_error_time: Some(1783938484),
         last_error_time: Some(1783938484),
     });
-    let r = evaluate(&d, &default_t());
+    let r = evaluate_named(&d, &default_t(), &names(&["ReadOnlyMany"], false));
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.findings[0].text.contains("first at 2026-07-13T10:28:04Z"),
         "{}",
         r.findings[0].text
+    );
+}
+
+#[test]
+fn one_volume_is_one_pv_filesystem() {
+    let mut t = String::new();
+    t += &line(
+        12,
+        "8:48",
+        &format!("{K}/pods/77aa/volumes/kubernetes.io~csi/pvc-healthy/mount"),
+        "rw,relatime",
+        "ext4",
+        "/dev/sdd",
+        "rw",
+    );
+    assert_eq!(
+        evaluate(&data(&t, (6, 18, 0)), &default_t()).summary,
+        "1 PV filesystem writable"
     );
 }
 
@@ -530,7 +684,7 @@ fn every_verdict_has_its_signal_and_the_volume_its_subject() {
             ))
     );
     assert_eq!(sig(&d, "pvc-healthy").0, "writable");
-    assert_eq!(sig(&d, "pvc-readonly").0, "writable");
+    assert_eq!(sig(&d, "pvc-readonly").0, "ro_by_design");
     // The kernel's remount records an ext4 error; without one it is not the kernel's doing (#21).
     let mut d = data(&table("ro"), (5, 4, 0));
     assert_eq!(sig(&d, "pvc-a634b9a3").0, "ro_no_error");

@@ -66,6 +66,10 @@ fn identify_one(m: &CsiMount, mounts: &[CsiMount], cluster: &ClusterView) -> Ide
         Kind::PodSubpath { .. } | Kind::PluginDevice { .. } => {}
     }
     if id.driver.is_none() {
+        // An in-tree network volume (NFS, iSCSI, …): its plugin is its driver.
+        id.driver = m.kind.in_tree_plugin();
+    }
+    if id.driver.is_none() {
         // A pod mount without vol_data.json: the staging mount of the same device knows.
         id.driver = mounts
             .iter()
@@ -440,7 +444,7 @@ fn summary(data: &Data, n: usize, tally: &mut Tally) -> String {
         s
     } else if n == 0 {
         format!(
-            "no CSI mounts under {}",
+            "no CSI mounts under {} (nor in-tree network volume mounts)",
             data.roots
                 .iter()
                 .map(|r| r.display().to_string())

@@ -135,7 +135,9 @@ fn csi_mounts(
         let Some(kp) = node::kubelet::classify(&m.mount_point, roots) else {
             continue;
         };
-        if !kp.is_csi() {
+        // CSI mounts, and in-tree network volumes (NFS, iSCSI, RBD, …), which hang on a dead
+        // server just the same (issue 31).
+        if !kp.is_csi() && kp.in_tree_plugin().is_none() {
             continue;
         }
         let cm = CsiMount {

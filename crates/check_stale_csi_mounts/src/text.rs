@@ -82,7 +82,14 @@ pub(crate) fn hint(p: &Problem, m: &CsiMount, id: &Identity, c: &ClusterView) ->
     let driver = id.driver.as_deref().unwrap_or("its driver");
     // The path as one shell word: a hostile path cannot break out of the command.
     let mp = plugin::shell_quote(&m.mount_point.to_string_lossy());
-    let plugin = format!("restart the CSI node plugin pod of {driver} on this node");
+    let plugin = match m.kind.in_tree_plugin() {
+        // An in-tree network volume has no node plugin pod: its server or target is what died.
+        Some(p) => format!(
+            "check the server or target this in-tree {p} volume mounts from ({}) and the node's network path to it (`journalctl -k --grep 'not responding'`)",
+            m.source
+        ),
+        None => format!("restart the CSI node plugin pod of {driver} on this node"),
+    };
     match p {
         Problem::Corrupted(_) | Problem::Hung(_) if is_pod_mount(&m.kind) => {
             let pod_alive = id.pod_uid.as_deref().and_then(|u| c.pod(u)).filter(|p| p.node.as_deref() == Some(c.node.as_str()));

@@ -29,6 +29,9 @@ pub struct Holding {
     pub disks: Vec<String>,
     /// (mount point, PV name if the mount is a kubelet volume).
     pub mounts: Vec<(PathBuf, Option<String>)>,
+    /// For a device-mapper device: the devices below it (`/sys/class/block/dm-N/slaves/`:
+    /// multipath paths, LVM physical volumes).
+    pub below: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,6 +67,8 @@ fn device_subject(dev: Option<&Device>, data: &Data, names: &Names) -> plugin::S
     .maybe(plugin::Subject::node, data.node_name.as_deref());
     s = match dev {
         Device::Block(b) => s.device(b.as_str()),
+        // The filesystem source's host: an NFS server has no block device.
+        Device::Nfs(server) => s.device(server.as_str()),
         Device::Scsi(_) | Device::IscsiSession(_) => match h.map(|h| h.disks.as_slice()) {
             Some([one]) => s.device(one.as_str()),
             _ => s,
@@ -104,12 +109,58 @@ fn held(h: &Holding) -> (Vec<&str>, Vec<String>) {
     (pvs, uids)
 }
 
-/// Events that count: in the window, each record once.
-fn counted(data: &Data, window_ms: i64, now: i64) -> impl Iterator<Item = &Event> {
+/// Events in the window, each record once (recovery records included).
+fn in_window(data: &Data, window_ms: i64, now: i64) -> impl Iterator<Item = &Event> {
     let mut seen = BTreeSet::new();
     data.events.iter().filter(move |e| {
         !(window_ms > 0 && e.t < now - window_ms) && seen.insert((e.seq, e.text.as_str()))
     })
+}
+
+/// The newest recovery record per (recovery category, device) in the window: its sequence
+/// number and time.
+fn recoveries(
+    data: &Data,
+    window_ms: i64,
+    now: i64,
+) -> BTreeMap<(Category, Option<Device>), (u64, i64)> {
+    let mut r: BTreeMap<(Category, Option<Device>), (u64, i64)> = BTreeMap::new();
+    for e in in_window(data, window_ms, now) {
+        if let Some(c) = Category::from_label(&e.category).filter(|c| c.is_recovery()) {
+            let v = r.entry((c, e.device.clone())).or_insert((e.seq, e.t));
+            if e.seq > v.0 {
+                *v = (e.seq, e.t);
+            }
+        }
+    }
+    r
+}
+
+/// Events that count: in the window, each record once, neither a recovery record nor a record
+/// a later recovery of the same device ended (`nfs: server X OK` after `… not responding`).
+fn counted(data: &Data, window_ms: i64, now: i64) -> impl Iterator<Item = &Event> {
+    let rec = recoveries(data, window_ms, now);
+    in_window(data, window_ms, now).filter(move |e| {
+        let Some(c) = Category::from_label(&e.category) else {
+            return true;
+        };
+        if c.is_recovery() {
+            return false;
+        }
+        c.recovered_by()
+            .and_then(|r| rec.get(&(r, e.device.clone())))
+            .is_none_or(|&(seq, _)| seq <= e.seq)
+    })
+}
+
+/// The state of a group of records: its category's, except a disk that vanished while it still
+/// held a mount (CRITICAL: what was mounted from it is gone; a disk detached after its unmount
+/// is the WARNING its category says).
+fn group_status(cat: Category, holding: Option<&Holding>) -> Status {
+    match cat {
+        Category::DiskVanished if holding.is_some_and(|h| !h.mounts.is_empty()) => Status::Critical,
+        c => c.status(),
+    }
 }
 
 /// The volumes and pods whose names the report needs: those hit by a counted record (every
@@ -184,21 +235,24 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
     };
     let mut findings = Vec::new();
     let mut status = Status::Ok;
+    let gstatus = |(c, d): &Key| group_status(*c, d.as_ref().and_then(|d| data.holdings.get(d)));
     let mut ordered: Vec<(&Key, &Vec<&Event>)> = groups.iter().collect();
-    ordered.sort_by_key(|((c, _), evs)| {
+    ordered.sort_by_key(|(k, evs)| {
         (
-            std::cmp::Reverse(c.status().rank()),
+            std::cmp::Reverse(gstatus(k).rank()),
             std::cmp::Reverse(evs.iter().map(|e| e.t).max().unwrap_or(0)),
         )
     });
     let mut parts = Vec::new();
-    for ((cat, dev), evs) in &ordered {
-        status = status.worst(cat.status());
+    for (key, evs) in &ordered {
+        let (cat, dev) = key;
+        let st = gstatus(key);
+        status = status.worst(st);
         let last = evs.iter().max_by_key(|e| (e.t, e.seq)).expect("non-empty");
         let what = describe(dev);
         parts.push(format!("{} on {}", cat.human(), what));
         let mut f = Finding::new(
-            cat.status(),
+            st,
             format!(
                 "{} on {}: {} record{}, last {}",
                 cat.human(),
@@ -212,6 +266,12 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
         .subject(device_subject(dev.as_ref(), data, names))
         .detail(format!("kernel: {}", last.text));
         if let Some(h) = dev.as_ref().and_then(|d| data.holdings.get(d)) {
+            if !h.below.is_empty() {
+                f = f.detail(format!(
+                    "device-mapper device on {} (multipath paths or LVM physical volumes)",
+                    h.below.join(", ")
+                ));
+            }
             for (mp, pv) in h.mounts.iter().take(5) {
                 f = f.detail(match pv {
                     Some(pv) => format!("mounted at {} ({pv})", mp.display()),
@@ -280,7 +340,24 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
     for n in data.notes.iter().chain(&names.notes) {
         report = report.note(n.clone());
     }
-    for c in Category::ALL {
+    for ((c, dev), (seq, t)) in recoveries(data, window_ms, now) {
+        let cleared = in_window(data, window_ms, now).any(|e| {
+            e.device == dev
+                && e.seq < seq
+                && Category::from_label(&e.category).is_some_and(|x| x.recovered_by() == Some(c))
+        });
+        if cleared {
+            let what = dev
+                .as_ref()
+                .map_or("unknown device".to_string(), |d| d.to_string());
+            report = report.note(format!(
+                "{what}: {} at {}; its earlier records no longer count",
+                c.human(),
+                time::fmt_utc(t)
+            ));
+        }
+    }
+    for c in Category::ALL.into_iter().filter(|c| !c.is_recovery()) {
         report =
             report.perf(Perfdata::new(c.label(), *counts.get(&c).unwrap_or(&0) as f64).min(0.0));
     }

@@ -4,7 +4,7 @@
 
 use crate::classify::{Device, Patterns};
 use crate::{Data, Event, Holding, Opts};
-use node::logs::{kmsg, state};
+use node::logs::{kmsg, kmsg_ref, state};
 use node::usage::{DeviceUsage, Scope};
 use node::Host;
 use plugin::{Ctx, Unknown};
@@ -30,9 +30,11 @@ pub struct KmsgState {
 pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Holding {
     use node::blockdev;
     let disks = match dev {
-        Device::Block(b) => vec![b.clone()],
+        // A /dev/mapper name, an NVMe controller or multipath path device → the disks mounted.
+        Device::Block(b) => node::blockname::expand(sys, b),
         Device::Scsi(a) => blockdev::scsi_disks(sys, a),
         Device::IscsiSession(n) => blockdev::session_disks(sys, *n),
+        Device::Nfs(server) => return resolve_nfs(server, usage, host),
     };
     let mut family: Vec<(String, String)> = Vec::new();
     for d in &disks {
@@ -50,6 +52,11 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
     let mut hold = Holding {
         disks: disks.clone(),
         mounts: Vec::new(),
+        below: disks
+            .iter()
+            .filter(|d| d.starts_with("dm-"))
+            .flat_map(|d| node::blockname::dm_slaves(sys, d))
+            .collect(),
     };
     for m in usage.uses() {
         let by_dev = devs.contains(&m.dev);
@@ -57,26 +64,56 @@ pub fn resolve(dev: &Device, sys: &Path, usage: &DeviceUsage, host: &Host) -> Ho
         if !(by_dev || by_name) {
             continue;
         }
-        // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
-        let pv = if m.kubelet {
-            m.volume.map(str::to_string).or_else(|| {
-                node::kubelet::read_vol_data(host, m.mount_point_path())
-                    .ok()
-                    .flatten()
-                    .and_then(|v| v.spec_vol_id.or(v.volume_handle))
-            })
-        } else {
-            None
-        };
-        let mp = m.mount_point_path();
-        if !hold.mounts.iter().any(|(p, _)| p == mp) {
-            hold.mounts.push((mp.to_path_buf(), pv));
+        add_mount(&mut hold, &m, host);
+    }
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// The host part of an NFS mount's source (`10.0.0.5:/export`, `nas:/x`, `[fd00::5]:/x`).
+fn nfs_host(source: &str) -> Option<&str> {
+    if let Some(v6) = source.strip_prefix('[') {
+        return v6.split_once("]:").map(|(h, _)| h);
+    }
+    source.split_once(":/").map(|(h, _)| h)
+}
+
+/// The NFS mounts of `server` (as the kernel's RPC client names it: the host the mount named).
+fn resolve_nfs(server: &str, usage: &DeviceUsage, host: &Host) -> Holding {
+    let want = server.trim_start_matches('[').trim_end_matches(']');
+    let mut hold = Holding::default();
+    for m in usage.uses() {
+        if m.fstype.starts_with("nfs") && nfs_host(m.source) == Some(want) {
+            add_mount(&mut hold, &m, host);
         }
     }
-    // Volumes first, then the shortest paths.
+    sort_mounts(&mut hold);
+    hold
+}
+
+/// Record a mount (and the PV it is, for a kubelet volume) once.
+fn add_mount(hold: &mut Holding, m: &node::usage::MountUse<'_>, host: &Host) {
+    // A kubelet volume path names its PV; a 1.24+ staging path only by its vol_data.json.
+    let pv = if m.kubelet {
+        m.volume.map(str::to_string).or_else(|| {
+            node::kubelet::read_vol_data(host, m.mount_point_path())
+                .ok()
+                .flatten()
+                .and_then(|v| v.spec_vol_id.or(v.volume_handle))
+        })
+    } else {
+        None
+    };
+    let mp = m.mount_point_path();
+    if !hold.mounts.iter().any(|(p, _)| p == mp) {
+        hold.mounts.push((mp.to_path_buf(), pv));
+    }
+}
+
+/// Volumes first, then the shortest paths.
+fn sort_mounts(hold: &mut Holding) {
     hold.mounts
         .sort_by_key(|(p, pv)| (pv.is_none(), p.as_os_str().len()));
-    hold
 }
 
 pub(crate) const CHECK_ID: &str = "storage_kernel_errors";
@@ -138,23 +175,23 @@ impl LogRead<'_> {
     /// window into `events` (the newest [`MAX_EVENTS`] at most).
     fn pass(&self, after: Option<u64>, events: &mut Vec<Event>) -> Result<Pass, Unknown> {
         let (mut first_seq, mut max_seq, mut records) = (None, None::<u64>, 0u64);
-        let mut handle = |r: &kmsg::Record, t: i64| {
+        let mut handle = |seq: u64, facility: u32, text: &str, t: i64| {
             records += 1;
-            first_seq.get_or_insert(r.seq);
-            max_seq = Some(max_seq.map_or(r.seq, |s| s.max(r.seq)));
-            if after.is_some_and(|a| r.seq <= a) || r.facility != 0 {
+            first_seq.get_or_insert(seq);
+            max_seq = Some(max_seq.map_or(seq, |s| s.max(seq)));
+            if after.is_some_and(|a| seq <= a) || facility != 0 {
                 return;
             }
             if self.window_ms > 0 && t < self.now - self.window_ms {
                 return;
             }
-            if let Some((cat, dev)) = self.patterns.classify(&r.text) {
+            if let Some((cat, dev)) = self.patterns.classify(text) {
                 events.push(Event {
-                    seq: r.seq,
+                    seq,
                     t,
                     category: cat.label().to_string(),
                     device: dev,
-                    text: r.text.clone(),
+                    text: text.to_string(),
                 });
                 // Only the newest MAX_EVENTS are kept (below): drop older ones as we go, so a
                 // log of nothing but errors cannot grow memory without bound.
@@ -169,7 +206,7 @@ impl LogRead<'_> {
                 let t = d
                     .t_ms
                     .unwrap_or_else(|| kmsg::wall_ms(d.record.usec, self.mono_now, self.now));
-                handle(&d.record, t)
+                handle(d.record.seq, d.record.facility, &d.record.text, t)
             })
             .map_err(|e| match e {
                 kmsg::KmsgError::Other(s) => Unknown(s),
@@ -185,9 +222,10 @@ impl LogRead<'_> {
         }
         // cap_syslog serves the node's own /dev/kmsg only, never a --kmsg the caller named.
         let res = node::privilege::elevated_if(self.own, || {
-            kmsg::read(&self.path, self.deadline, |r| {
+            // Records lent from the read buffer: only a storage record is copied (issue 34).
+            kmsg_ref::read_ref(&self.path, self.deadline, |r| {
                 let t = kmsg::wall_ms(r.usec, self.mono_now, self.now);
-                handle(&r, t)
+                handle(r.seq, r.facility, &r.text, t)
             })
         });
         let stats = match res {

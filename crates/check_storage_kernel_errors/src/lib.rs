@@ -24,13 +24,21 @@ Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer
 errors and names the volumes they hit: ext4 errors, journal aborts, read-only remounts, XFS
 shutdowns, corruption (XFS corruption, internal errors, failed log recovery) and lost writes (ext4
 unwritten extents not converted, ext4 writeback refused, JBD2 file data flush errors, loop write
-errors), block I/O errors, SCSI devices offline, iSCSI connection errors and session recovery
-timeouts, hung tasks. Each device is mapped through the mount table to its mount points and,
-under a kubelet root, to its PersistentVolume.
+errors), block I/O errors (every status of the block layer: device offline, timeout, I/O,
+critical medium/target, …), SCSI devices offline, iSCSI connection errors and session recovery
+timeouts, NVMe controller resets and removals, disks whose capacity dropped to 0, NFS servers
+not responding (cleared by the server's later `OK`) and file handles gone stale, btrfs errors
+(also with the `state FLAGS` of 5.16+ kernels) and device error counters, hung tasks. Each
+device is mapped through the mount table to its mount points and, under a kubelet root, to its
+PersistentVolume (NVMe controllers to their namespaces, /dev/mapper names to dm-N, NFS servers
+to their mounts).
 
-CRITICAL: read-only remount, journal abort, XFS shutdown, corruption, lost writes, SCSI device
-offline, iSCSI session recovery timeout, --critical-pattern. WARNING: ext4 error, I/O error, iSCSI connection error,
-hung task, --warning-pattern. Only records of the last --window count (their monotonic time
+CRITICAL: read-only remount, journal abort, XFS shutdown, btrfs error, corruption, lost writes,
+SCSI device offline, block device offline, NVMe controller removed, NFS timed out (soft mount),
+iSCSI session recovery timeout, a vanished disk still mounted, --critical-pattern. WARNING:
+ext4 error, I/O error, block timeout, NVMe reset, disk vanished, NFS not responding, NFS file
+handle changed, btrfs device errors, iSCSI connection error, hung task, --warning-pattern.
+Only records of the last --window count (their monotonic time
 mapped to the wall clock); with --state-dir only records newer than the last run's sequence
 number are read (a reboot, seen by a new boot id, starts afresh) and the window's findings are
 kept between runs. Only the kernel's own records count (not userspace writes to /dev/kmsg).";

@@ -39,9 +39,13 @@ fn quiet_log_is_ok_with_every_counter() {
     assert!(r
         .summary
         .contains("no storage errors in the last 15m (100 records read)"));
-    // One counter per category, the records read, and the headline count -w/-c apply to.
-    assert_eq!(r.perfdata.len(), Category::ALL.len() + 2);
-    assert_eq!(r.perfdata[Category::ALL.len()].label, "records");
+    // One counter per category (a recovery record is not one), the records read, and the
+    // headline count -w/-c apply to.
+    let counters = Category::ALL.iter().filter(|c| !c.is_recovery()).count();
+    assert_eq!(counters, Category::ALL.len() - 1);
+    assert_eq!(r.perfdata.len(), counters + 2);
+    assert_eq!(r.perfdata[counters].label, "records");
+    assert!(!r.perfdata.iter().any(|p| p.label == "nfs_recovered"));
     assert_eq!(r.perfdata.last().unwrap().label, "storage_errors");
     assert_eq!(r.perfdata.last().unwrap().value, 0.0);
 }
@@ -73,6 +77,7 @@ fn incident_sequence_is_critical_and_mapped_to_the_pv() {
         ),
     ]);
     let h = Holding {
+        below: vec![],
         disks: vec!["sde".into()],
         mounts: vec![(
             PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-746b2837/mount"),
@@ -119,6 +124,7 @@ fn volumes_hit_are_named_and_wanted() {
     d.holdings.insert(
         Device::Block("sde".into()),
         Holding {
+            below: vec![],
             disks: vec!["sde".into()],
             mounts: vec![(mp("3c2b", "pvc-746b2837"), Some("pvc-746b2837".into()))],
         },
@@ -126,6 +132,7 @@ fn volumes_hit_are_named_and_wanted() {
     d.holdings.insert(
         Device::Block("sdf".into()),
         Holding {
+            below: vec![],
             disks: vec!["sdf".into()],
             mounts: vec![(mp("9999", "pvc-old"), Some("pvc-old".into()))],
         },
@@ -372,4 +379,222 @@ fn finding4_a_kernel_log_that_gave_nothing_is_unknown() {
     );
     d.events = vec![ev(1, 99 * MIN, "Aborting journal on device sdc-8.")];
     assert_eq!(evaluate(&d, 15 * MIN, 100 * MIN).status, Status::Critical);
+}
+
+/// `nfs: server X OK` clears that server's not-responding records before it (issue 31); a later
+/// outage counts again; another server's records stay.
+#[test]
+fn nfs_recovery_clears_the_matching_server_within_the_window() {
+    let now = 100 * MIN;
+    let down = |seq, t, s: &str| {
+        ev(
+            seq,
+            t,
+            &format!("nfs: server {s} not responding, still trying"),
+        )
+    };
+    let up = |seq, t, s: &str| ev(seq, t, &format!("nfs: server {s} OK"));
+    let mut d = data(vec![
+        down(1, now - 9 * MIN, "10.0.0.5"),
+        ev(
+            2,
+            now - 9 * MIN,
+            "nfs: server 10.0.0.5 not responding, timed out",
+        ),
+        up(3, now - 8 * MIN, "10.0.0.5"),
+        down(4, now - 7 * MIN, "nas.lan"),
+    ]);
+    let nfs_pv = PathBuf::from("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~nfs/pv-media");
+    d.holdings.insert(
+        Device::Nfs("nas.lan".into()),
+        Holding {
+            below: vec![],
+            disks: vec![],
+            mounts: vec![(nfs_pv.clone(), Some("pv-media".into()))],
+        },
+    );
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Warning, "{r:?}");
+    assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+    let f = &r.findings[0];
+    assert_eq!(f.signal, "nfs_not_responding");
+    assert!(
+        f.text.contains("NFS server nas.lan → pv-media"),
+        "{}",
+        f.text
+    );
+    assert_eq!(f.subject.device.as_deref(), Some("nas.lan"));
+    assert_eq!(f.subject.mount.as_deref(), nfs_pv.to_str());
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("NFS server 10.0.0.5: NFS server answering again at")),
+        "{:?}",
+        r.notes
+    );
+    let perf = |l: &str| r.perfdata.iter().find(|p| p.label == l).unwrap().value;
+    assert_eq!(
+        (
+            perf("nfs_not_responding"),
+            perf("nfs_timed_out"),
+            perf("storage_errors")
+        ),
+        (1.0, 0.0, 1.0)
+    );
+    // The server going away again after its OK counts again (soft mount: CRITICAL).
+    d.events.push(ev(
+        5,
+        now - MIN,
+        "nfs: server 10.0.0.5 not responding, timed out",
+    ));
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0]
+            .text
+            .starts_with("NFS server timed out (I/O failed) on NFS server 10.0.0.5"),
+        "{}",
+        r.findings[0].text
+    );
+    // An OK outside the window clears nothing: the outage is all the window shows.
+    let d = data(vec![
+        up(1, now - 30 * MIN, "nas.lan"),
+        down(2, now - MIN, "nas.lan"),
+    ]);
+    assert_eq!(evaluate(&d, 15 * MIN, now).status, Status::Warning);
+}
+
+/// A disk whose capacity dropped to 0 while it still held a mount is CRITICAL; a disk detached
+/// after its unmount is the category's WARNING.
+#[test]
+fn vanished_disk_is_critical_only_while_mounted() {
+    let now = 100 * MIN;
+    let mut d = data(vec![
+        ev(
+            1,
+            now - MIN,
+            "nvme1n1: detected capacity change from 3907029168 to 0",
+        ),
+        ev(
+            2,
+            now - MIN,
+            "sdf: detected capacity change from 2097152 to 0",
+        ),
+    ]);
+    d.holdings.insert(
+        Device::Block("nvme1n1".into()),
+        Holding {
+            below: vec![],
+            disks: vec!["nvme1n1".into()],
+            mounts: vec![(
+                PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pvc-9/mount"),
+                Some("pvc-9".into()),
+            )],
+        },
+    );
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Critical);
+    assert_eq!(r.findings[0].status, Status::Critical);
+    assert!(
+        r.findings[0].text.contains("nvme1n1 → pvc-9"),
+        "{}",
+        r.findings[0].text
+    );
+    assert_eq!(r.findings[1].status, Status::Warning);
+    assert!(
+        r.findings[1].text.contains("on sdf"),
+        "{}",
+        r.findings[1].text
+    );
+    // A multipath device's finding names its paths.
+    let mut d = data(vec![ev(3, now - MIN, "device offline error, dev dm-7, sector 8 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2")]);
+    d.holdings.insert(
+        Device::Block("dm-7".into()),
+        Holding {
+            disks: vec!["dm-7".into()],
+            mounts: vec![],
+            below: vec!["sdc".into(), "sdd".into()],
+        },
+    );
+    let r = evaluate(&d, 15 * MIN, now);
+    assert_eq!(r.status, Status::Critical);
+    assert!(
+        r.findings[0]
+            .details
+            .iter()
+            .any(|l| l
+                == "device-mapper device on sdc, sdd (multipath paths or LVM physical volumes)"),
+        "{:?}",
+        r.findings[0].details
+    );
+}
+
+/// Device names the new classes give, mapped to the mounts (and PVs) on them: an NVMe
+/// controller to its namespaces' mounts, a multipath path device to its head, a btrfs
+/// /dev/mapper path to its dm-N, an NFS server to its mounts.
+#[test]
+fn nvme_dm_and_nfs_names_map_to_their_volumes() {
+    let d = std::env::temp_dir().join(format!("kerr-map-{}", std::process::id()));
+    let sys = d.join("sys");
+    let mk = |p: &str, f: &str, v: &str| {
+        std::fs::create_dir_all(sys.join(p)).unwrap();
+        std::fs::write(sys.join(p).join(f), v).unwrap();
+    };
+    mk("class/block/nvme0n1", "dev", "259:0\n");
+    mk("class/block/nvme1n1", "dev", "259:5\n");
+    mk("class/nvme/nvme0/nvme0n1", "dev", "259:0\n");
+    mk("class/nvme/nvme3/nvme1c3n1", "dev", "259:4\n");
+    mk("class/block/dm-3", "dev", "253:3\n");
+    mk("class/block/dm-3/dm", "name", "vg0-data\n");
+    mk("class/block/dm-3/slaves/sdc", "x", "");
+    let k = "/var/lib/kubelet/pods/u1/volumes";
+    let mi = format!(
+        "30 1 259:0 / {k}/kubernetes.io~csi/pvc-a/mount rw,relatime - ext4 /dev/nvme0n1 rw\n\
+         31 1 259:5 / {k}/kubernetes.io~csi/pvc-b/mount rw,relatime - xfs /dev/nvme1n1 rw\n\
+         32 1 253:3 / {k}/kubernetes.io~csi/pvc-c/mount rw,relatime - btrfs /dev/mapper/vg0-data rw\n\
+         33 1 0:60 / {k}/kubernetes.io~nfs/pv-media rw,relatime - nfs4 nas.lan:/export/media rw,vers=4.2\n\
+         34 1 0:61 / /mnt/other rw,relatime - nfs 10.0.0.9:/x rw\n"
+    );
+    let usage = DeviceUsage::parse(
+        &mi,
+        "mountinfo",
+        &[PathBuf::from("/var/lib/kubelet")],
+        Scope::All,
+    )
+    .unwrap();
+    let host = Host::local();
+    let pvs = |dev: Device| -> Vec<String> {
+        resolve(&dev, &sys, &usage, &host)
+            .mounts
+            .into_iter()
+            .filter_map(|(_, pv)| pv)
+            .collect()
+    };
+    assert_eq!(pvs(Device::Block("nvme0".into())), ["pvc-a"]);
+    assert_eq!(pvs(Device::Block("nvme3".into())), ["pvc-b"]);
+    assert_eq!(pvs(Device::Block("nvme1c3n1".into())), ["pvc-b"]);
+    assert_eq!(pvs(Device::Block("mapper/vg0-data".into())), ["pvc-c"]);
+    assert_eq!(pvs(Device::Block("dm-3".into())), ["pvc-c"]);
+    // A multipath/LVM device says what is below it.
+    assert_eq!(
+        resolve(&Device::Block("dm-3".into()), &sys, &usage, &host).below,
+        ["sdc"]
+    );
+    assert!(resolve(&Device::Block("nvme0".into()), &sys, &usage, &host)
+        .below
+        .is_empty());
+    assert_eq!(
+        pvs(Device::Block("sdc".into())),
+        Vec::<String>::new(),
+        "no holders/ link written"
+    );
+    assert_eq!(pvs(Device::Nfs("nas.lan".into())), ["pv-media"]);
+    let other = resolve(&Device::Nfs("10.0.0.9".into()), &sys, &usage, &host);
+    assert_eq!(other.mounts, [(PathBuf::from("/mnt/other"), None)]);
+    assert!(
+        resolve(&Device::Nfs("10.0.0.1".into()), &sys, &usage, &host)
+            .mounts
+            .is_empty()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -104,6 +104,7 @@ pub static APPLETS: &[Applet] = &[
     check::<check_jiva_rep_crashloop::Opts>(&[]),
     check::<check_kubelet_nested_ops::Opts>(&[]),
     check::<check_longhorn_volumes::Opts>(&[]),
+    check::<check_pv_capacity::Opts>(&[Cap::DacReadSearch]),
     check::<check_ro_pvc_mounts::Opts>(&[Cap::DacReadSearch]),
     check::<check_stale_csi_mounts::Opts>(&[Cap::DacReadSearch]),
     check::<check_storage_kernel_errors::Opts>(&[Cap::Syslog]),
@@ -286,6 +287,9 @@ pub fn main() -> ! {
             print(&list());
             0
         }
+        Dispatch::Unknown(name) if name == man::FLAG => {
+            man::main(&std::env::args_os().collect::<Vec<_>>())
+        }
         Dispatch::Unknown(name) => {
             print(&unknown(&name));
             3
@@ -299,6 +303,8 @@ pub fn main() -> ! {
     };
     std::process::exit(code)
 }
+
+mod man;
 
 #[cfg(test)]
 mod tests;

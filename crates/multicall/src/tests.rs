@@ -157,6 +157,7 @@ check_iscsi_sessions k8s-storage-checks
 check_jiva_rep_crashloop k8s-storage-checks
 check_kubelet_nested_ops k8s-storage-checks
 check_longhorn_volumes k8s-storage-checks
+check_pv_capacity k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_ro_pvc_mounts k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_stale_csi_mounts k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_storage_kernel_errors k8s-storage-checks-cap_syslog cap_syslog

@@ -31,6 +31,42 @@ const NON_PV_PLUGINS: &[&str] = &[
     "kubernetes.io~git-repo",
 ];
 
+/// The kubelet's in-tree volume plugins on remote storage (a server, a session or a remote
+/// device that can go away), as their directory names it without `kubernetes.io~`.
+const NETWORK_PLUGINS: &[&str] = &[
+    "nfs",
+    "iscsi",
+    "rbd",
+    "cephfs",
+    "glusterfs",
+    "fc",
+    "azure-file",
+    "azure-disk",
+    "aws-ebs",
+    "gce-pd",
+    "cinder",
+    "vsphere-volume",
+    "quobyte",
+    "portworx-volume",
+    "flocker",
+    "scaleio",
+    "storageos",
+    "photon-pd",
+];
+
+/// A FlexVolume driver's directory name, `vendor~driver`, both parts plain names.
+fn is_flex_volume(plugin: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    };
+    match plugin.split_once('~') {
+        Some((vendor, driver)) => vendor != "kubernetes.io" && plain(vendor) && plain(driver),
+        None => false,
+    }
+}
+
 /// The kubelet roots to look under: those given, or each default that exists on the host.
 pub fn roots(given: &[PathBuf], host: &Host) -> Vec<PathBuf> {
     if !given.is_empty() {
@@ -108,6 +144,30 @@ pub enum Kind {
     PluginDevice { plugin: String },
 }
 
+impl Kind {
+    /// The plugin of an in-tree (or FlexVolume) volume on remote storage, as the kubelet names it
+    /// (`kubernetes.io/nfs`, `kubernetes.io/iscsi`, `kubernetes.io/rbd`, `ceph.rook.io/rook`): a
+    /// pod volume of a known in-tree network plugin (`…/volumes/kubernetes.io~nfs/<pv>`) or of a
+    /// FlexVolume driver (`vendor~driver`), or such a plugin's device mount
+    /// (`plugins/kubernetes.io/iscsi/…`). `None` for CSI mounts, subPaths, node-local volumes and
+    /// a plugin directory it does not know (a mangled name is nobody's network volume). These hang on a dead server like a CSI mount does
+    /// (issue 31).
+    pub fn in_tree_plugin(&self) -> Option<String> {
+        match self {
+            Kind::PodVolume { plugin, .. } => match plugin.strip_prefix("kubernetes.io~") {
+                Some(p) if NETWORK_PLUGINS.contains(&p) => Some(format!("kubernetes.io/{p}")),
+                Some(_) => None,
+                None if is_flex_volume(plugin) => Some(plugin.replace('~', "/")),
+                None => None,
+            },
+            Kind::PluginDevice { plugin } if NETWORK_PLUGINS.contains(&plugin.as_str()) => {
+                Some(format!("kubernetes.io/{plugin}"))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeletPath {
     pub root: PathBuf,
@@ -140,6 +200,11 @@ impl KubeletPath {
             self.kind,
             Kind::CsiStaging { .. } | Kind::BlockStaging { .. } | Kind::PluginDevice { .. }
         )
+    }
+
+    /// See [`Kind::in_tree_plugin`].
+    pub fn in_tree_plugin(&self) -> Option<String> {
+        self.kind.in_tree_plugin()
     }
 
     pub fn is_csi(&self) -> bool {
@@ -445,6 +510,53 @@ pub fn staging_hash(volume_handle: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 31: in-tree network volumes (and their device mounts) are told apart from CSI and
+    /// node-local ones.
+    #[test]
+    fn in_tree_network_volumes_are_named_by_their_plugin() {
+        let roots = [std::path::PathBuf::from("/var/lib/kubelet")];
+        let p = |mp: &str| {
+            super::classify(std::path::Path::new(mp), &roots).and_then(|k| k.in_tree_plugin())
+        };
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~nfs/pv-nfs").as_deref(),
+            Some("kubernetes.io/nfs")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~iscsi/pv-i").as_deref(),
+            Some("kubernetes.io/iscsi")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/plugins/kubernetes.io/iscsi/iface-default/10.0.0.1:3260-iqn.2016-09.com.openebs.jiva:pvc-1-lun-0").as_deref(),
+            Some("kubernetes.io/iscsi")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/ceph.rook.io~rook/pv-f").as_deref(),
+            Some("ceph.rook.io/rook")
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv/mount"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~local-volume/pv-l"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/s"),
+            None
+        );
+        // A mangled plugin directory (a mount table with bad bytes) is nobody's network volume.
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kube\u{fffd}(rnetes.io~csi/pv/mount"),
+            None
+        );
+        assert_eq!(
+            p("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~unknown/pv"),
+            None
+        );
+    }
+
     /// Issue 27, finding 10: the default root written another way is still the node's own.
     #[test]
     fn default_roots_written_another_way_are_own() {

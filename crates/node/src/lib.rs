@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod blockdev;
+pub mod blockname;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;

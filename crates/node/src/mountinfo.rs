@@ -243,6 +243,44 @@ pub fn escape(path: &str) -> String {
     out
 }
 
+/// The mount that holds each of `paths` (absolute host paths, as the mount table writes them): the
+/// mount whose mount point is the longest component-wise prefix of the path, the last-listed of
+/// equals (the topmost of a stack). Only the mounts on the way to a path are kept from the text.
+pub fn holding(
+    text: &str,
+    label: &str,
+    paths: &[PathBuf],
+) -> Result<Vec<Option<Mount>>, ParseError> {
+    let wanted: Vec<String> = paths.iter().map(|p| escape(&p.to_string_lossy())).collect();
+    let on_the_way = |mp: &str| {
+        wanted.iter().any(|w| {
+            mp == "/" || w == mp || (w.starts_with(mp) && w.as_bytes().get(mp.len()) == Some(&b'/'))
+        })
+    };
+    let kept = parse_with(text, label, on_the_way)?;
+    Ok(paths
+        .iter()
+        .map(|p| {
+            let mut best: Option<&Mount> = None;
+            for m in &kept {
+                if !p.starts_with(&m.mount_point) {
+                    continue;
+                }
+                let depth = m.mount_point.components().count();
+                if best.is_none_or(|b| depth >= b.mount_point.components().count()) {
+                    best = Some(m);
+                }
+            }
+            best.cloned()
+        })
+        .collect())
+}
+
+/// [`holding`] on the mount table at `path`.
+pub fn read_holding(path: &Path, paths: &[PathBuf]) -> Result<Vec<Option<Mount>>, String> {
+    with_text(path, |text, label| holding(text, label, paths))
+}
+
 /// The first `max` bytes of `s` (fewer, to end on a character boundary).
 fn head(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);
@@ -347,6 +385,26 @@ mod tests {
 1301 29 8:32 / /var/lib/kubelet/pods/8e1f6a2c-1111-2222-3333-444455556666/volumes/kubernetes.io~csi/pvc-a634b9a3/mount ro,relatime shared:620 - ext4 /dev/sdc rw
 77 29 0:44 / /mnt/with\\040space\\011tab rw - fuse.bindfs /src\\134dir rw,user_id=0
 ";
+
+    #[test]
+    fn the_mount_holding_a_path_is_the_deepest_topmost_one() {
+        let t = "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                 2 1 8:2 / /var rw - xfs /dev/sda2 rw\n\
+                 3 2 8:3 / /var/lib/kube rw - ext4 /dev/sda3 rw\n\
+                 4 2 0:50 / /var/lib/kubelet rw - tmpfs tmpfs rw\n\
+                 5 4 0:51 / /var/lib/kubelet ro - tmpfs tmpfs ro\n";
+        let paths = [
+            PathBuf::from("/var/lib/kubelet"),
+            PathBuf::from("/"),
+            PathBuf::from("/var/lib/kubelet2"),
+            PathBuf::from("/etc"),
+        ];
+        let got = holding(t, "t", &paths).unwrap();
+        let ids: Vec<Option<u64>> = got.iter().map(|m| m.as_ref().map(|m| m.id)).collect();
+        assert_eq!(ids, [Some(5), Some(1), Some(2), Some(1)]);
+        assert!(got[0].as_ref().unwrap().mount_ro());
+        assert_eq!(holding("", "t", &paths).unwrap(), vec![None; 4]);
+    }
 
     #[test]
     fn parses_fields_and_options() {

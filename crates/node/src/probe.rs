@@ -107,6 +107,8 @@ struct Shared {
     /// Thread id of the probe of path i (0 = not started).
     tids: Vec<std::sync::atomic::AtomicI32>,
     results: Vec<OnceLock<Outcome>>,
+    /// What `statvfs` said of path i, when it answered.
+    spaces: Vec<OnceLock<Space>>,
     done: AtomicUsize,
     live_workers: AtomicUsize,
     base: Instant,
@@ -143,7 +145,7 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
                 sh2.tids[i].store(tid, Ordering::SeqCst);
                 let t = sh2.base.elapsed().as_nanos() as u64 + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
-                let out = probe_now(&sh2.paths[i]);
+                let out = probe_now(&sh2.paths[i], &sh2.spaces[i]);
                 sh2.finish(i, out);
             }
             sh2.live_workers.fetch_sub(1, Ordering::SeqCst);
@@ -164,15 +166,44 @@ pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<
     probe_many_tids(paths, timeout, parallel).0
 }
 
-/// [`probe_many`], also returning the thread id each probe ran on (0: never started).
+/// A filesystem's size and use as `statvfs` tells it (the probe's own `statfs` stage), in bytes
+/// and inodes: what `df` and `df -i` show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Space {
+    /// Size in bytes (`f_blocks × f_frsize`).
+    pub total: u64,
+    /// Free bytes (`f_bfree`), the root reserve included.
+    pub free: u64,
+    /// Bytes an unprivileged writer (a pod) may still use (`f_bavail`).
+    pub avail: u64,
+    /// Inodes (`f_files`); 0 when the filesystem has no inode limit (btrfs, NFS may say so).
+    pub files: u64,
+    /// Free inodes (`f_ffree`).
+    pub files_free: u64,
+}
+
+impl Space {
+    /// Bytes in use (`total - free`).
+    pub fn used(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
+
+    /// Inodes in use.
+    pub fn files_used(&self) -> u64 {
+        self.files.saturating_sub(self.files_free)
+    }
+}
+
+/// [`probe_many`], also returning the thread id each probe ran on (0: never started) and what
+/// `statvfs` said of each path that answered it.
 fn probe_many_tids(
     paths: &[PathBuf],
     timeout: Duration,
     parallel: usize,
-) -> (Vec<Outcome>, Vec<i32>) {
+) -> (Vec<Outcome>, Vec<i32>, Vec<Option<Space>>) {
     let n = paths.len();
     if n == 0 {
-        return (Vec::new(), Vec::new());
+        return (Vec::new(), Vec::new(), Vec::new());
     }
     let sh = Arc::new(Shared {
         paths: paths.to_vec(),
@@ -182,6 +213,7 @@ fn probe_many_tids(
             .map(|_| std::sync::atomic::AtomicI32::new(0))
             .collect(),
         results: (0..n).map(|_| OnceLock::new()).collect(),
+        spaces: (0..n).map(|_| OnceLock::new()).collect(),
         done: AtomicUsize::new(0),
         live_workers: AtomicUsize::new(0),
         base: Instant::now(),
@@ -243,7 +275,14 @@ fn probe_many_tids(
         })
         .collect();
     let tids = sh.tids.iter().map(|t| t.load(Ordering::SeqCst)).collect();
-    (out, tids)
+    // Only the space of a probe that answered in time: a late answer is not this run's.
+    let spaces = (0..n)
+        .map(|i| match sh.results[i].get() {
+            Some(Outcome::Answered { .. }) => sh.spaces[i].get().copied(),
+            _ => None,
+        })
+        .collect();
+    (out, tids, spaces)
 }
 
 /// The run directory where stuck probes are remembered (installed by the role and the package:
@@ -363,6 +402,18 @@ pub fn probe_remembered(
     parallel: usize,
     memory: Result<&Memory, &str>,
 ) -> (Vec<Outcome>, Vec<String>) {
+    let (out, _, notes) = probe_remembered_space(targets, timeout, parallel, memory);
+    (out, notes)
+}
+
+/// [`probe_remembered`], also returning what `statvfs` said of each target that answered
+/// ([`Space`]; `None` for a target that did not answer, failed, or was not probed).
+pub fn probe_remembered_space(
+    targets: &[(PathBuf, String)],
+    timeout: Duration,
+    parallel: usize,
+    memory: Result<&Memory, &str>,
+) -> (Vec<Outcome>, Vec<Option<Space>>, Vec<String>) {
     let mut out: Vec<Option<Outcome>> = vec![None; targets.len()];
     let mut notes = Vec::new();
     if let Ok(mem) = memory {
@@ -384,7 +435,11 @@ pub fn probe_remembered(
             .unwrap_or(0)
     };
     let started = now_ms();
-    let (res, tids) = probe_many_tids(&paths, timeout, parallel);
+    let (res, tids, got) = probe_many_tids(&paths, timeout, parallel);
+    let mut spaces: Vec<Option<Space>> = vec![None; targets.len()];
+    for (&i, sp) in todo.iter().zip(got) {
+        spaces[i] = sp;
+    }
     for ((&i, o), tid) in todo.iter().zip(res).zip(tids) {
         if matches!(o, Outcome::Hung { .. }) && tid > 0 {
             let (path, dev) = &targets[i];
@@ -409,6 +464,7 @@ pub fn probe_remembered(
         out.into_iter()
             .map(|o| o.unwrap_or(Outcome::ProbeError("no result".into())))
             .collect(),
+        spaces,
         notes,
     )
 }
@@ -425,7 +481,9 @@ pub fn memory_for(run_dir: Option<&Path>, host_root: Option<&Path>) -> Result<Me
 }
 
 /// stat, statfs, and for a directory open + one readdir: what a pod's first touch of its volume does.
-fn probe_now(path: &Path) -> Outcome {
+/// The filesystem's size and use are kept in `space` (the `statfs` stage is `statvfs`, which
+/// makes the same system call).
+fn probe_now(path: &Path, space: &OnceLock<Space>) -> Outcome {
     let fail = |stage, e: std::io::Error| Outcome::Failed {
         stage,
         errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
@@ -434,11 +492,25 @@ fn probe_now(path: &Path) -> Outcome {
         Ok(m) => m,
         Err(e) => return fail(Stage::Stat, e),
     };
-    if let Err(e) = nix::sys::statfs::statfs(path) {
-        return Outcome::Failed {
-            stage: Stage::Statfs,
-            errno: e,
-        };
+    match nix::sys::statvfs::statvfs(path) {
+        // fsblkcnt_t and c_ulong are u64 here, u32 on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
+        Ok(v) => {
+            let frsize = u64::from(v.fragment_size());
+            let _ = space.set(Space {
+                total: u64::from(v.blocks()).saturating_mul(frsize),
+                free: u64::from(v.blocks_free()).saturating_mul(frsize),
+                avail: u64::from(v.blocks_available()).saturating_mul(frsize),
+                files: u64::from(v.files()),
+                files_free: u64::from(v.files_free()),
+            });
+        }
+        Err(e) => {
+            return Outcome::Failed {
+                stage: Stage::Statfs,
+                errno: e,
+            };
+        }
     }
     if meta.is_dir() {
         let mut rd = match std::fs::read_dir(path) {
@@ -457,6 +529,24 @@ fn probe_now(path: &Path) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answering_probe_keeps_the_filesystems_space() {
+        let t = [(PathBuf::from("/"), "root".to_string())];
+        let (out, spaces, notes) =
+            probe_remembered_space(&t, Duration::from_secs(5), 1, Err("none in tests"));
+        assert!(matches!(out[0], Outcome::Answered { .. }), "{out:?}");
+        assert!(notes.is_empty(), "{notes:?}");
+        let s = spaces[0].expect("statvfs of /");
+        assert!(
+            s.total > 0 && s.used() <= s.total && s.avail <= s.free,
+            "{s:?}"
+        );
+        // A path that fails keeps none.
+        let t = [(PathBuf::from("/nonexistent/x"), "none".to_string())];
+        let (_, spaces, _) = probe_remembered_space(&t, Duration::from_secs(5), 1, Err("-"));
+        assert_eq!(spaces, vec![None]);
+    }
 
     #[test]
     fn answers_on_a_live_directory() {

@@ -17,6 +17,7 @@
 pub mod files;
 pub mod journal;
 pub mod kmsg;
+pub mod kmsg_ref;
 pub mod scan;
 pub mod state;
 pub mod time;
