@@ -19,6 +19,7 @@ pub mod apiserver;
 pub mod control_plane;
 
 pub mod logs;
+pub mod longhorn;
 pub mod serial;
 pub mod sysfs;
 

@@ -12,6 +12,7 @@ mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod jiva_status;
 mod kubelet_nested_ops;
+mod longhorn_volumes;
 mod pv_capacity;
 mod ro_pvc_mounts;
 mod ro_pvc_mounts_issue31;

@@ -26,6 +26,9 @@ fn apply_rbac(cp: &ControlPlane) {
     // rbac.yaml grants list on jivavolumes (openebs.io): `can-i` says no while that resource
     // is not served, so the CRD comes first.
     cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
+    // `kubectl auth can-i` resolves a resource through discovery: the Longhorn CRDs the role
+    // names must be served for it to answer yes.
+    e2e::longhorn::install(cp);
     cp.apply(RBAC);
     let roles = rbac_roles();
     for g in grants(&roles) {
@@ -509,6 +512,18 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
     for p in jiva_incident_replicas("pvc-8ecc2d4f-3b1e-4a52-9a77-0c1d2e3f4a5b") {
         cp.create(&p);
     }
+    // One healthy Longhorn volume (check_longhorn_volumes lists all three kinds; apply_rbac
+    // installed the CRDs).
+    let lh = "pvc-81b676e6-rbac";
+    for o in [
+        e2e::longhorn::volume(
+            lh, "attached", "healthy", stuck, "media", "config", "radarr-0", "Running",
+        ),
+        e2e::longhorn::replica(lh, 0, stuck, false),
+        e2e::longhorn::engine(lh, stuck, &[(0, "RW")], false),
+    ] {
+        cp.create(&o);
+    }
     let kubelet = tempfile::tempdir().unwrap();
     std::fs::create_dir(kubelet.path().join("pods")).unwrap();
     let kr = kubelet.path().to_str().unwrap().to_string();
@@ -523,6 +538,7 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
         ("check_jiva_rep_crashloop", vec![]),
         ("check_watch_cache", vec![]),
         ("check_stale_csi_mounts", vec!["--kubelet-root", &kr]),
+        ("check_longhorn_volumes", vec![]),
     ];
     let run_all = || -> Vec<(String, Output)> {
         runs.iter()

@@ -464,6 +464,7 @@ fn role_renders_command_lines_each_check_accepts_with_every_variable_set() {
         "k8s_storage_checks_nrpe_config_dir": work.path(),
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_cluster_scope": true,
+        "k8s_storage_checks_cluster_checks": ["check_jiva_rep_crashloop", "check_watch_cache", "check_longhorn_volumes"],
         "k8s_storage_checks_thresholds": thresholds,
         "k8s_storage_checks_kubeconfig_present": true,
         "k8s_storage_checks_node_name": "worker-04",

@@ -110,6 +110,7 @@ pub static APPLETS: &[Applet] = &[
     check::<check_iscsi_sessions::Opts>(&[]),
     check::<check_jiva_rep_crashloop::Opts>(&[]),
     check::<check_kubelet_nested_ops::Opts>(&[]),
+    check::<check_longhorn_volumes::Opts>(&[]),
     check::<check_pv_capacity::Opts>(&[Cap::DacReadSearch]),
     check::<check_ro_pvc_mounts::Opts>(&[Cap::DacReadSearch]),
     check::<check_stale_csi_mounts::Opts>(&[Cap::DacReadSearch]),

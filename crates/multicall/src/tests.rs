@@ -156,6 +156,7 @@ fn every_check_crate_is_an_applet_with_the_capabilities_it_needs() {
 check_iscsi_sessions k8s-storage-checks
 check_jiva_rep_crashloop k8s-storage-checks
 check_kubelet_nested_ops k8s-storage-checks
+check_longhorn_volumes k8s-storage-checks
 check_pv_capacity k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_ro_pvc_mounts k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_stale_csi_mounts k8s-storage-checks-cap_dac_read_search cap_dac_read_search

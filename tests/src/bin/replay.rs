@@ -232,6 +232,66 @@ fn seerr_terminating() -> Value {
                 "state":{"terminated":{"exitCode":0,"reason":"Completed","finishedAt":ago(secs - 5)}}}]}})
 }
 
+/// Longhorn's view of the workspaces' Longhorn volume on worker-04 (issue 30: the incident record
+/// has no Longhorn objects; this is what longhorn-manager shows for a volume that lost a replica):
+/// attached on worker-04, degraded for 3 h, its replica on worker-04 failed and not rebuilding.
+/// Served at longhorn.io/v1beta2 with the field names of Longhorn's CRDs.
+fn longhorn_objects(s: &ApiServer) {
+    use e2e::longhorn::{engine, replica, volume};
+    let mut v = volume(
+        WS_PV,
+        "attached",
+        "degraded",
+        "worker-04",
+        "llmsafespaces",
+        "ws-b70553ae-data",
+        "ws-b70553ae",
+        "Running",
+    );
+    v["status"]["lastDegradedAt"] = json!(ago(3 * 3600));
+    v["status"]["conditions"] = json!([{"type":"Scheduled","status":"False","reason":"ReplicaSchedulingFailure",
+        "message":"insufficient storage on the nodes' disks for a new replica"}]);
+    s.set("lh-volumes", vec![v]);
+    s.set(
+        "lh-replicas",
+        vec![
+            replica(WS_PV, 0, "worker-04", true),
+            replica(WS_PV, 1, "worker-01", false),
+            replica(WS_PV, 2, "worker-02", false),
+        ],
+    );
+    s.set(
+        "lh-engines",
+        vec![engine(WS_PV, "worker-04", &[(1, "RW"), (2, "RW")], false)],
+    );
+    s.route(
+        "/apis/longhorn.io",
+        std::sync::Arc::new(|_r: &e2e::apiserver::Request, _c: &e2e::apiserver::Ctx| {
+            e2e::apiserver::Response::json(
+                200,
+                &json!({"kind":"APIGroup","apiVersion":"v1","name":"longhorn.io",
+                    "versions":[{"groupVersion":"longhorn.io/v1beta2","version":"v1beta2"}],
+                    "preferredVersion":{"groupVersion":"longhorn.io/v1beta2","version":"v1beta2"}}),
+            )
+        }),
+    );
+    for (res, kind) in [
+        ("volumes", "VolumeList"),
+        ("replicas", "ReplicaList"),
+        ("engines", "EngineList"),
+    ] {
+        let store = format!("lh-{res}");
+        s.route(
+            &format!("/apis/longhorn.io/v1beta2/{res}"),
+            std::sync::Arc::new(
+                move |r: &e2e::apiserver::Request, c: &e2e::apiserver::Ctx| {
+                    e2e::apiserver::list_handler(r, c, &store, kind, &["metadata.name"])
+                },
+            ),
+        );
+    }
+}
+
 /// The loopback API server with both incidents' objects.
 fn api_server() -> (
     ApiServer,
@@ -385,6 +445,7 @@ fn api_server() -> (
         json!({"purpose": "canary"}),
     );
     let cache = s.configmaps(&store, CacheMode::Frozen);
+    longhorn_objects(&s);
     let kc = s.kubeconfig(KubeCa::Inline, KubeAuth::Token("replay-token".into()));
     (s, kc, cache, ws_uid)
 }
@@ -709,6 +770,16 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
             "--min-toleration",
             "600s",
         ]),
+        env: vec![],
+        in_ns: false,
+    });
+    scenes.push(Scene {
+        check: "check_longhorn_volumes",
+        node: "worker-04",
+        quote: "a deleted Longhorn PV (pvc-81b676e6) left a stale device mount on worker-04 ... (Longhorn's own objects were never looked at: here a workspace volume degraded, its worker-04 replica failed)",
+        source: "docs/incidents.md#2-stale-csi-mount-workspaces-stuck-pending (Summary); the degraded volume is issue 30's scene, not in the record",
+        how: "API: Longhorn's volumes, replicas and engines (longhorn.io/v1beta2) for worker-04".into(),
+        args: os(&["--node", "worker-04", "--kubeconfig", &kc_s]),
         env: vec![],
         in_ns: false,
     });
