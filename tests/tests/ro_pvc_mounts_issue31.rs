@@ -147,7 +147,7 @@ fn read_only_everywhere_is_judged_by_the_access_modes() {
     out.assert_status(NAME, 1);
     assert!(
         out.first_line().contains(
-            "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-ro"
+            "1 of 1 PV filesystem read-only at the filesystem with no error recorded (intent unknown): pvc-ro"
         ),
         "{out:?}"
     );
@@ -191,7 +191,7 @@ fn read_only_everywhere_is_judged_by_the_access_modes() {
     out.assert_status(NAME, 2);
     assert!(
         out.first_line()
-            .contains("1 of 1 PV filesystems read-only: shop/orders-0 (PVC shop/orders, pvc-ro)"),
+            .contains("1 of 1 PV filesystem read-only: shop/orders-0 (PVC shop/orders, pvc-ro)"),
         "{out:?}"
     );
     assert!(out.stdout.contains("and no pod mounts its claim readOnly: it is meant to be written, and its pods cannot write"), "{out:?}");

@@ -140,8 +140,9 @@ pub fn format_verdict(
     }
     Ok((s.overlong > 0).then(|| {
         format!(
-            "{name}: {} line(s) longer than {cap} (the cap of one log line) were cut",
-            s.overlong
+            "{name}: {} longer than {cap} (the cap of one log line) {} cut",
+            plugin::count(s.overlong as usize, "line", "lines"),
+            if s.overlong == 1 { "was" } else { "were" }
         )
     }))
 }

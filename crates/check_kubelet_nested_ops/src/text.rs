@@ -65,8 +65,9 @@ pub fn group_digits(n: u64) -> String {
 /// Volumes past the cap: counted, not listed.
 pub fn over_cap_note(over: u64) -> String {
     format!(
-        "{} more volume(s) failed in the window than the {} kept (the cap of volumes one run keeps): they are counted, not listed",
+        "{} more {} failed in the window than the {} kept (the cap of volumes one run keeps): they are counted, not listed",
         group_digits(over),
+        if over == 1 { "volume" } else { "volumes" },
         crate::acc::MAX_VOLUMES
     )
 }
@@ -131,7 +132,9 @@ pub fn source(s: &SourceInfo) -> String {
 
 pub fn future_note(n: usize) -> String {
     format!(
-        "{n} failure line(s) dated more than 5m after now were ignored: the clock jumped back, or the log's times are in another time zone than this check's (klog times are local)"
+        "{} dated more than 5m after now {} ignored: the clock jumped back, or the log's times are in another time zone than this check's (klog times are local)",
+        plugin::count(n, "failure line", "failure lines"),
+        if n == 1 { "was" } else { "were" }
     )
 }
 

@@ -82,7 +82,7 @@ fn pct(v: f64) -> String {
 pub fn judge(v: &Volume, p: &Policy) -> Judged {
     let unmeasured = |why: String| Judged {
         status: Status::Unknown,
-        signal: "pv_unmeasured",
+        signal: signal(Verdict::Unmeasured),
         used_pct: None,
         text: format!("could not be measured: {why}"),
         secs_to_full: None,
@@ -124,7 +124,7 @@ pub fn judge(v: &Volume, p: &Policy) -> Judged {
         text.push_str("; mounted read-only by design: not judged full");
         return Judged {
             status: Status::Ok,
-            signal: "pv_read_only",
+            signal: signal(Verdict::ReadOnly),
             used_pct: Some(used_pct),
             text,
             secs_to_full: None,
@@ -215,15 +215,15 @@ pub fn judge(v: &Volume, p: &Policy) -> Judged {
     }
     let predicted = if filling { Status::Warning } else { Status::Ok };
     let status = space.worst(inodes).worst(predicted);
-    let signal = if status == Status::Ok {
-        "pv_capacity_ok"
+    let signal = signal(if status == Status::Ok {
+        Verdict::Ok
     } else if space == status {
-        "pv_space_low"
+        Verdict::SpaceLow
     } else if inodes == status {
-        "pv_inodes_low"
+        Verdict::InodesLow
     } else {
-        "pv_filling_up"
-    };
+        Verdict::FillingUp
+    });
     Judged {
         status,
         signal,
@@ -450,4 +450,27 @@ pub fn evaluate_named(data: &NodeData, p: &Policy, names: &Names) -> Report {
         r = r.perf(pd);
     }
     r
+}
+
+/// What a volume's verdict is, by its signal.
+#[derive(Clone, Copy)]
+enum Verdict {
+    Ok,
+    SpaceLow,
+    InodesLow,
+    FillingUp,
+    Unmeasured,
+    ReadOnly,
+}
+
+/// The signal of each verdict: the one table of this check's signals (docs/checks reads it).
+fn signal(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Ok => "pv_capacity_ok",
+        Verdict::SpaceLow => "pv_space_low",
+        Verdict::InodesLow => "pv_inodes_low",
+        Verdict::FillingUp => "pv_filling_up",
+        Verdict::Unmeasured => "pv_unmeasured",
+        Verdict::ReadOnly => "pv_read_only",
+    }
 }

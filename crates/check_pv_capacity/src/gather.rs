@@ -129,7 +129,7 @@ pub fn gather(o: &crate::Opts, policy: &Policy, ctx: &Ctx) -> Result<NodeData, U
     let mut volumes = group(&usage, &o.filter);
     if volumes.is_empty() && o.filter.is_set() && !usage.is_empty() {
         return Err(Unknown(format!(
-            "{} matched none of the {} mounts under the kubelet root(s)",
+            "{} matched none of the {} mounts under the kubelet roots",
             o.filter.describe(),
             usage.len()
         )));
@@ -227,8 +227,8 @@ fn keep_history(
     }
     h.volumes.extend(unmeasured.drain(..));
     ctx.debug(format!(
-        "history: {} volume(s) in {}",
-        h.volumes.len(),
+        "history: {} in {}",
+        plugin::count(h.volumes.len(), "volume", "volumes"),
         path.display()
     ));
     match state::save(&path, &h) {

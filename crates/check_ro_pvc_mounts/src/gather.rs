@@ -186,7 +186,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     // A filter that matched nothing must not read as "no PV mounts".
     if volumes.is_empty() && under_roots > 0 {
         return Err(Unknown(format!(
-            "{} matched none of the {under_roots} mounts under the kubelet root(s)",
+            "{} matched none of the {under_roots} mounts under the kubelet roots",
             o.filter.describe()
         )));
     }

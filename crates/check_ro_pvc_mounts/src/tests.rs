@@ -262,7 +262,7 @@ fn super_ro_under_rw_mount_without_an_error_is_told_by_the_access_modes() {
     assert_eq!(r.status, Status::Warning, "{r:?}");
     assert!(
         r.summary.starts_with(
-            "1 of 3 PV filesystems read-only with no error recorded (intent unknown): pvc-a634b9a3"
+            "1 of 3 PV filesystems read-only at the filesystem with no error recorded (intent unknown): pvc-a634b9a3"
         ),
         "{}",
         r.summary
@@ -358,7 +358,7 @@ fn super_ro_everywhere_is_judged_by_the_access_modes() {
     assert_eq!(r.status, Status::Warning, "{r:?}");
     assert_eq!(
         r.summary,
-        "1 of 1 PV filesystems read-only with no error recorded (intent unknown): pvc-rox"
+        "1 of 1 PV filesystem read-only at the filesystem with no error recorded (intent unknown): pvc-rox"
     );
     assert_eq!(r.findings[0].signal, "ro_everywhere");
     assert!(r.findings[0].text.contains("read-only everywhere"), "{r:?}");
@@ -390,7 +390,7 @@ fn super_ro_everywhere_is_judged_by_the_access_modes() {
             "{r:?}"
         );
         assert!(
-            r.summary.starts_with("1 of 1 PV filesystems read-only: "),
+            r.summary.starts_with("1 of 1 PV filesystem read-only: "),
             "{}",
             r.summary
         );

@@ -271,8 +271,8 @@ pub fn from_api(
     let mut all_pvs = false;
     if let Some(m) = unnamed.first() {
         ctx.debug(format!(
-            "listing every PV: {} staging mount(s) known only by volume handle, e.g. {}",
-            unnamed.len(),
+            "listing every PV: {} known only by volume handle, e.g. {}",
+            plugin::count(unnamed.len(), "staging mount", "staging mounts"),
             m.mount_point.display()
         ));
         list_all_pvs(client, &mut objects)?;

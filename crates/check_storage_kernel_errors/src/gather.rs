@@ -316,7 +316,11 @@ fn map_devices(opts: &Opts, host: &Host, roots: &[PathBuf], ctx: &Ctx, data: &mu
                     if h.disks.is_empty() {
                         "on no disk found in sysfs".to_string()
                     } else {
-                        format!("on disk(s) {}", h.disks.join(", "))
+                        format!(
+                            "on {} {}",
+                            if h.disks.len() == 1 { "disk" } else { "disks" },
+                            h.disks.join(", ")
+                        )
                     },
                     if h.mounts.is_empty() {
                         "no mount point".to_string()

@@ -180,8 +180,8 @@ pub fn read<R: Read>(
     }
     if st.read.records == 0 && st.unreadable > 0 {
         return Err(kmsg::KmsgError::Other(format!(
-            "stdin is not a kernel log: none of its {} line(s) is a record (expected {EXPECTED})",
-            st.unreadable
+            "stdin is not a kernel log: none of its {} is a record (expected {EXPECTED})",
+            plugin::count(st.unreadable as usize, "line", "lines")
         )));
     }
     Ok(st)
@@ -197,8 +197,8 @@ pub fn describe(st: &Stats, data: &mut crate::Data) {
     }
     if st.unreadable > 0 {
         data.notes.push(format!(
-            "stdin: {} line(s) could not be read as kernel log records (expected {EXPECTED}); every record read was judged",
-            st.unreadable
+            "stdin: {} could not be read as kernel log records (expected {EXPECTED}); every record read was judged",
+            plugin::count(st.unreadable as usize, "line", "lines")
         ));
     }
     if !data.events.is_empty() {

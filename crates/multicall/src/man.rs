@@ -37,6 +37,8 @@ fn check(name: &str) -> Option<(clap::Command, &'static str)> {
         "check_iscsi_sessions" => page!(check_iscsi_sessions),
         "check_jiva_rep_crashloop" => page!(check_jiva_rep_crashloop),
         "check_kubelet_nested_ops" => page!(check_kubelet_nested_ops),
+        "check_longhorn_volumes" => page!(check_longhorn_volumes),
+        "check_pv_capacity" => page!(check_pv_capacity),
         "check_ro_pvc_mounts" => page!(check_ro_pvc_mounts),
         "check_stale_csi_mounts" => page!(check_stale_csi_mounts),
         "check_storage_kernel_errors" => page!(check_storage_kernel_errors),
