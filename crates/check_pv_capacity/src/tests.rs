@@ -269,10 +269,7 @@ fn names_and_the_claim_patch() {
     );
     let next = f.next_line().unwrap();
     assert!(next.contains(r#"`kubectl -n media patch pvc radarr-config -p '{"spec":{"resources":{"requests":{"storage":"20Gi"}}}}'`"#), "{next}");
-    assert!(
-        next.contains("docs/runbooks/pv_space_low.md"),
-        "{next}"
-    );
+    assert!(next.contains("docs/runbooks/pv_space_low.md"), "{next}");
     assert!(!next.contains('|'));
 }
 
