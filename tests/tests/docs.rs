@@ -353,20 +353,24 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
+/// The lines of a Markdown text outside its fenced blocks (the fences themselves left out).
+fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut fence = false;
+    text.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            return false;
+        }
+        !fence
+    })
+}
+
 /// The anchors of a Markdown text's headings (outside fenced blocks), with GitHub's `-1`, `-2`
 /// suffixes for repeats.
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    let mut fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
+    for line in prose_lines(text) {
         let hashes = line.chars().take_while(|c| *c == '#').count();
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let s = slug(&line[hashes + 1..]);
@@ -385,15 +389,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 /// The link targets of a Markdown text: `[text](target)` outside fenced blocks and code spans.
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
+    for line in prose_lines(text) {
         // Drop code spans.
         let plain: String = line
             .split('`')

@@ -28,13 +28,11 @@
 //! times a second).
 
 use clap::Parser;
-use node::logs::state::{unsafe_dir_reason, StateDir};
+use node::logs::state::StateDir;
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -171,8 +169,7 @@ struct Out {
 
 /// The directory and its open files.
 struct Files {
-    dir: OwnedFd,
-    shown: PathBuf,
+    dir: StateDir,
     max_file_size: u64,
     max_services: usize,
     open: HashMap<String, Out>,
@@ -183,51 +180,15 @@ struct Files {
     kernel_seq: u64,
 }
 
-fn cstr(s: &str) -> CString {
-    CString::new(s).expect("service names hold no NUL")
-}
-
-fn last_err() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 impl Files {
     /// Open `dir` (created when missing; owner and mode checked as the checks' state
     /// directories are, reached without following another user's links).
     fn open_dir(dir: &Path, max_file_size: u64, max_services: usize) -> Result<Files, String> {
-        StateDir::open(dir, true).map_err(|e| match e {
+        let dir = StateDir::open(dir, true).map_err(|e| match e {
             node::logs::state::DirError::Open(s) | node::logs::state::DirError::Refused(s) => s,
         })?;
-        let c = CString::new(dir.as_os_str().as_bytes())
-            .map_err(|_| format!("{} holds a NUL byte", dir.display()))?;
-        // SAFETY: open of a NUL-terminated path; the descriptor is owned below.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(format!(
-                "{}: {}",
-                dir.display(),
-                plugin::errtext(&last_err())
-            ));
-        }
-        // SAFETY: a fresh descriptor.
-        let dir_fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let st = fstat(dir_fd.as_raw_fd()).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if let Some(why) = unsafe_dir_reason(st.st_uid, st.st_mode, euid()) {
-            return Err(format!("{} refused: {why}", dir.display()));
-        }
         let mut files = Files {
-            dir: dir_fd,
-            shown: dir.to_path_buf(),
+            dir,
             max_file_size,
             max_services,
             open: HashMap::new(),
@@ -246,102 +207,24 @@ impl Files {
         Ok(files)
     }
 
-    /// Create or open `name` for appending, without following a link; refuse anything that is
-    /// not a regular file of ours with one link.
+    /// Create or open `name` for appending (see [`StateDir::open_append`]).
     fn open_file(&self, name: &str, excl: bool) -> Result<Out, String> {
-        let c = cstr(name);
-        let flags = libc::O_WRONLY
-            | libc::O_APPEND
-            | libc::O_CREAT
-            | libc::O_NOFOLLOW
-            | libc::O_CLOEXEC
-            | libc::O_NONBLOCK
-            | if excl { libc::O_EXCL } else { 0 };
-        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), c.as_ptr(), flags, 0o640) };
-        let shown = self.shown.join(name);
-        if fd < 0 {
-            let e = last_err();
-            return Err(if e.raw_os_error() == Some(libc::ELOOP) {
-                format!("{} is a symbolic link: not written", shown.display())
-            } else {
-                format!("{}: {}", shown.display(), plugin::errtext(&e))
-            });
-        }
-        // SAFETY: a fresh descriptor we own.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let st = fstat(file.as_raw_fd()).map_err(|e| format!("{}: {e}", shown.display()))?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(format!(
-                "{} is not a regular file: not written",
-                shown.display()
-            ));
-        }
-        if st.st_nlink > 1 {
-            return Err(format!(
-                "{} has {} hard links: not written (it may be another file)",
-                shown.display(),
-                st.st_nlink
-            ));
-        }
-        if st.st_uid != euid() {
-            return Err(format!(
-                "{} is owned by uid {}, not this user: not written",
-                shown.display(),
-                st.st_uid
-            ));
-        }
+        let (file, size) = self.dir.open_append(name, excl)?;
         Ok(Out {
             file,
-            size: st.st_size as u64,
+            size,
             written: 0,
         })
     }
 
     /// `name` → `name.1` (replacing the older generation), relative to the directory.
     fn rotate(&self, name: &str) -> Result<(), String> {
-        let (from, to) = (cstr(name), cstr(&format!("{name}.1")));
-        let d = self.dir.as_raw_fd();
-        // SAFETY: renameat within our directory descriptor, NUL-terminated names.
-        if unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) } != 0 {
-            let e = last_err();
-            if e.raw_os_error() != Some(libc::ENOENT) {
-                return Err(format!(
-                    "cannot rotate {}: {}",
-                    self.shown.join(name).display(),
-                    plugin::errtext(&e)
-                ));
-            }
-        }
-        Ok(())
+        self.dir.rename(name, &format!("{name}.1"))
     }
 
     /// The last sequence number of a kmsg file left by an earlier run (its last 64 KiB).
     fn last_kernel_seq(&self, name: &str) -> Option<u64> {
-        let c = cstr(name);
-        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                self.dir.as_raw_fd(),
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor we own.
-        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let st = fstat(f.as_raw_fd()).ok()?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return None;
-        }
-        use std::io::Seek;
-        let len = st.st_size as u64;
-        f.seek(std::io::SeekFrom::Start(len.saturating_sub(64 << 10)))
-            .ok()?;
-        let mut b = Vec::new();
-        f.take(64 << 10).read_to_end(&mut b).ok()?;
+        let b = self.dir.read_tail(name, 64 << 10)?;
         b.split(|&c| c == b'\n')
             .filter_map(|l| {
                 let head = &l[..memchr(b';', l)?];
@@ -394,7 +277,7 @@ impl Files {
         o.file.write_all(line).map_err(|e| {
             format!(
                 "{}: {}",
-                self.shown.join(&name).display(),
+                self.dir.path().join(&name).display(),
                 plugin::errtext(&e)
             )
         })?;
@@ -407,15 +290,6 @@ impl Files {
 
 fn memchr(c: u8, s: &[u8]) -> Option<usize> {
     s.iter().position(|&b| b == c)
-}
-
-fn fstat(fd: libc::c_int) -> Result<libc::stat, String> {
-    // SAFETY: fstat into a zeroed struct of our own.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(plugin::errtext(&last_err()));
-    }
-    Ok(st)
 }
 
 /// A service name Talos can send (its file is `<name>.log`; Talos itself refuses `/` and `.`).

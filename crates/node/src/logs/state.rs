@@ -420,6 +420,107 @@ impl StateDir {
         Ok(Some(b))
     }
 
+    /// Where this directory is, as the operator named it (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Create or open `name` for appending (created 0640; with `excl`, only a new file), never
+    /// through a link; anything but a regular file of this user with one link is refused.
+    /// The file and its size.
+    pub fn open_append(&self, name: &str, excl: bool) -> Result<(std::fs::File, u64), String> {
+        let shown = self.path.join(name);
+        let c = CString::new(name).map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
+        let flags = libc::O_WRONLY
+            | libc::O_APPEND
+            | libc::O_CREAT
+            | libc::O_NOFOLLOW
+            | libc::O_CLOEXEC
+            | libc::O_NONBLOCK
+            | if excl { libc::O_EXCL } else { 0 };
+        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
+        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o640) };
+        if fd < 0 {
+            let e = last_err();
+            return Err(if e.raw_os_error() == Some(libc::ELOOP) {
+                format!("{} is a symbolic link: not written", shown.display())
+            } else {
+                format!("{}: {}", shown.display(), plugin::errtext(&e))
+            });
+        }
+        // SAFETY: a fresh descriptor we own.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let st = fstat(file.as_raw_fd())
+            .map_err(|e| format!("{}: {}", shown.display(), plugin::errtext(&e)))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(format!(
+                "{} is not a regular file: not written",
+                shown.display()
+            ));
+        }
+        if st.st_nlink > 1 {
+            return Err(format!(
+                "{} has {} hard links: not written (it may be another file)",
+                shown.display(),
+                st.st_nlink
+            ));
+        }
+        if st.st_uid != euid() {
+            return Err(format!(
+                "{} is owned by uid {}, not this user: not written",
+                shown.display(),
+                st.st_uid
+            ));
+        }
+        Ok((file, st.st_size as u64))
+    }
+
+    /// Rename `from` to `to` within this directory (replacing `to`); a missing `from` is no
+    /// error.
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), String> {
+        let (Ok(f), Ok(t)) = (CString::new(from), CString::new(to)) else {
+            return Err(format!("{from} or {to} holds a NUL byte"));
+        };
+        let d = self.fd.as_raw_fd();
+        // SAFETY: renameat within our directory descriptor, NUL-terminated names.
+        if unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) } != 0 {
+            let e = last_err();
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                return Err(format!(
+                    "cannot rename {} to {to}: {}",
+                    self.path.join(from).display(),
+                    plugin::errtext(&e)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The last `max` bytes of the regular file `name` (never through a link); `None` when
+    /// there is no such file or it cannot be read.
+    pub fn read_tail(&self, name: &str, max: u64) -> Option<Vec<u8>> {
+        use std::io::Seek;
+        let c = CString::new(name).ok()?;
+        let fd = openat(
+            self.fd.as_raw_fd(),
+            &c,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        )
+        .ok()?;
+        let mut f = std::fs::File::from(fd);
+        let st = fstat(f.as_raw_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        f.seek(std::io::SeekFrom::Start(
+            (st.st_size as u64).saturating_sub(max),
+        ))
+        .ok()?;
+        let mut b = Vec::new();
+        f.take(max).read_to_end(&mut b).ok()?;
+        Some(b)
+    }
+
     /// Remove the file `name` from this directory (a link itself, never what it points at).
     pub fn remove(&self, name: &str) {
         if let Ok(c) = CString::new(name) {
