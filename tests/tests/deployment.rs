@@ -40,7 +40,8 @@ const TMPFILES: &str = "/etc/tmpfiles.d/k8s-storage-checks.conf";
 const RUN_DIR: &str = "/run/k8s-storage-checks";
 /// The checks that run with more privilege than the agent user (file capabilities in caps mode,
 /// a sudo rule in sudo mode), with the role's default capabilities.
-const PRIVILEGED: [(&str, &str); 3] = [
+const PRIVILEGED: [(&str, &str); 4] = [
+    ("check_pv_capacity", "cap_dac_read_search"),
     ("check_ro_pvc_mounts", "cap_dac_read_search"),
     ("check_stale_csi_mounts", "cap_dac_read_search"),
     ("check_storage_kernel_errors", "cap_syslog"),
@@ -325,9 +326,10 @@ impl Drop for Machine {
 }
 
 /// The checks that only talk to the Kubernetes API.
-const API_CHECKS: [&str; 4] = [
+const API_CHECKS: [&str; 5] = [
     "check_stuck_scheduled",
     "check_jiva_rep_crashloop",
+    "check_longhorn_volumes",
     "check_watch_cache",
     "check_stuck_terminating",
 ];
@@ -407,6 +409,12 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
         "check_jiva_rep_crashloop" if api_live => {
             assert!(out.code == 1 || out.code == 2, "{line}");
             assert!(out.stdout.contains(JIVA_PV), "{line}");
+        }
+        // Through the installed kubeconfig to a server without Longhorn's API: UNKNOWN saying
+        // so (never an OK about volumes it could not see).
+        "check_longhorn_volumes" if api_live => {
+            out.assert_status(&name, 3);
+            assert!(lower.contains("longhorn"), "{line}");
         }
         // No pod of NODE is being deleted.
         "check_stuck_terminating" if api_live => {
@@ -663,6 +671,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
             "check_stuck_scheduled": {"warning": "5m", "critical": "10m"},
             "check_stuck_terminating": {"warning": "5m", "critical": "10m"},
             "check_jiva_rep_crashloop": {"warning": "3", "critical": "10"},
+            "check_longhorn_volumes": {"warning": "3:", "critical": "2:"},
             "check_watch_cache": {"warning": "2s", "critical": "10s"},
         },
     });
@@ -1007,7 +1016,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
 }
 
 /// The suite's known checks (the role's argument spec lists the same names).
-const ALL_KNOWN: [&str; 10] = [
+const ALL_KNOWN: [&str; 11] = [
     "check_ro_pvc_mounts",
     "check_pv_capacity",
     "check_stale_csi_mounts",
@@ -1016,6 +1025,7 @@ const ALL_KNOWN: [&str; 10] = [
     "check_iscsi_sessions",
     "check_stuck_scheduled",
     "check_jiva_rep_crashloop",
+    "check_longhorn_volumes",
     "check_watch_cache",
     "check_stuck_terminating",
 ];
@@ -1039,10 +1049,18 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
+    // The role's defaults, plus the one opt-in the static file shows (commented "where Longhorn
+    // runs"): check_longhorn_volumes among the cluster checks.
     let vars = json!({
         "k8s_storage_checks_nrpe_config_dir": work.path(),
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_cluster_scope": true,
+        "k8s_storage_checks_cluster_checks": [
+            "check_jiva_rep_crashloop",
+            "check_longhorn_volumes",
+            "check_watch_cache",
+            "check_stuck_terminating_all_nodes",
+        ],
     });
     let (out, doc) = ansible(
         &workspace_root().join("tests/deploy/render-nrpe.yml"),
@@ -1202,12 +1220,7 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     let nrpe = std::fs::read_to_string(root.join("etc/nrpe.d").join(NRPE_FILE)).unwrap();
     let cmds = nrpe_commands(&nrpe);
     for c in &checks {
-        let privileged = [
-            "check_ro_pvc_mounts",
-            "check_stale_csi_mounts",
-            "check_storage_kernel_errors",
-        ]
-        .contains(&c.as_str());
+        let privileged = is_privileged(c);
         assert_eq!(
             cmds[c].starts_with("/usr/bin/sudo -n "),
             privileged,
@@ -1589,6 +1602,10 @@ fn rbac_grants_only_what_the_checks_read() {
         ("", "nodes", "list"),
         ("", "persistentvolumes", "list"),
         ("", "pods", "list"),
+        // check_longhorn_volumes: Longhorn's volumes, replicas and engines (issue 30).
+        ("longhorn.io", "engines", "list"),
+        ("longhorn.io", "replicas", "list"),
+        ("longhorn.io", "volumes", "list"),
         // check_jiva_rep_crashloop: Jiva's own status (issue 30).
         ("openebs.io", "jivavolumes", "list"),
         ("storage.k8s.io", "volumeattachments", "list"),

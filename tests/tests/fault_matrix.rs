@@ -467,6 +467,22 @@ fn api_faults_jiva_rep_crashloop() {
 }
 
 #[test]
+fn api_faults_longhorn_volumes() {
+    let srv = ApiServer::start();
+    for r in ["volumes", "replicas", "engines"] {
+        srv.set(r, vec![]);
+    }
+    api_rows(
+        "check_longhorn_volumes",
+        "LONGHORN_VOLUMES",
+        &srv,
+        &[],
+        // Its discovery answered 404: the API group is not served, Longhorn is not there.
+        &[("Http(404)", 3, "Longhorn is not installed")],
+    );
+}
+
+#[test]
 fn api_faults_watch_cache() {
     let srv = ApiServer::start();
     let store = ConfigMapStore::new();

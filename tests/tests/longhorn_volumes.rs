@@ -206,7 +206,7 @@ fn read_only_filesystem_is_critical_with_cordon_and_delete_on_the_right_node() {
     );
     assert!(
         out.stdout.contains(&format!(
-            "kubectl cordon {}; kubectl -n media delete pod radarr-0",
+            "`kubectl cordon {}`; `kubectl -n media delete pod radarr-0`",
             s.node
         )),
         "{out:?}"

@@ -145,15 +145,37 @@ fn nrpe_v2_carries_whole_lines_and_says_how_to_see_the_rest() {
         .iter()
         .take_while(|l| l.starts_with("    "))
         .count();
-    assert_eq!(
-        body.len() - last_shown - 1,
-        details,
-        "the last finding shown lost detail lines: {v2:?}"
-    );
-    // The marker: how many follow, and how to see them all.
+    // The marker: how many follow, and how to see them all. When not even one finding fits
+    // whole (a long step), the first one is cut between whole lines and the marker says so.
     let m = lines[marker].trim_end();
+    let cut = m.starts_with("... the rest of this finding and ");
+    if cut {
+        assert_eq!(shown, 1, "{v2:?}");
+        assert!(
+            body.len() - last_shown - 1 < details,
+            "a cut finding shown whole: {v2:?}"
+        );
+        // Its other lines follow the marker, for the clients that receive it all.
+        let all: Vec<&str> = full.stdout.lines().collect();
+        let i = all
+            .iter()
+            .position(|l| l.trim_end() == m)
+            .unwrap_or_else(|| panic!("the marker is not in the v3 answer: {full:?}"));
+        assert!(all[i + 1].starts_with("    "), "{full:?}");
+    } else {
+        assert_eq!(
+            body.len() - last_shown - 1,
+            details,
+            "the last finding shown lost detail lines: {v2:?}"
+        );
+    }
+    let count = if cut {
+        format!("... the rest of this finding and {} more ", STUCK - shown)
+    } else {
+        format!("... {} more ", STUCK - shown)
+    };
     assert!(
-        m.starts_with(&format!("... {} more ", STUCK - shown)),
+        m.starts_with(&count),
         "{m:?} should count the {} findings that follow",
         STUCK - shown
     );

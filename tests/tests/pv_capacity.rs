@@ -132,13 +132,7 @@ fn thresholds_on_real_filesystems_bytes_and_inodes() {
     assert_eq!(v["status"], "CRITICAL", "{v}");
     let f = finding(&v, "pvc-data");
     assert_eq!(f["signal"], "pv_space_low");
-    let next = f["details"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|d| d.as_str())
-        .find(|d| d.starts_with("next: "))
-        .unwrap();
+    let next = f["next"].as_str().unwrap_or_else(|| panic!("no next: {f}"));
     assert!(
         next.contains(&format!("du -xh -d1 {}", data.display())),
         "{next}"

@@ -358,7 +358,8 @@ fn new_kernel_classes_mapped_to_volumes() {
         .arg(&sys)
         .arg("--kubelet-root")
         .arg(&kroot)
-        .args(["--window", "0", "--no-names", "-v"])
+        // Seven findings, each with its step: more than the default 4 KiB.
+        .args(["--window", "0", "--no-names", "-v", "--max-output", "16384"])
         .run();
     out.assert_status(NAME, 2);
     for want in [

@@ -40,7 +40,7 @@ pub(crate) fn step(f: &Finding, host: Option<&str>) -> String {
     let mut s = match pv {
         Some(pv) => format!(
             "{on}see what still mounts the volume: {}",
-            cmd(&["grep", "-F", pv, "/proc/self/mountinfo"])
+            cmd(&["grep", "-F", pv, node::host::MOUNTINFO])
         ),
         None => format!(
             "{on}see the kubelet's volume errors: {}",

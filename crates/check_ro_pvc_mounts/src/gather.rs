@@ -250,7 +250,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         .iter()
         .map(|r| {
             if host.is_local() && o.mountinfo.is_own(&host) {
-                std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())
+                node::host::canonical_or_same(r)
             } else {
                 r.clone()
             }

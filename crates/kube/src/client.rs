@@ -883,6 +883,8 @@ pub struct Resource {
     pub namespace: Option<String>,
     /// `get` for one object, `list` for a collection.
     pub verb: &'static str,
+    /// A discovery path (`/apis/longhorn.io`), which RBAC grants as a non-resource URL.
+    pub discovery: Option<String>,
 }
 
 impl Resource {
@@ -906,6 +908,9 @@ impl Resource {
             resource: rest.first().copied().unwrap_or("?").to_string(),
             namespace,
             verb: if rest.len() >= 2 { "get" } else { "list" },
+            discovery: rest
+                .is_empty()
+                .then(|| format!("/{}", path.trim_matches('/'))),
         }
     }
 
@@ -919,6 +924,15 @@ impl Resource {
 
     /// The RBAC rule that allows this request, ready to paste into a (Cluster)Role.
     pub fn rbac_rule(&self) -> String {
+        if let Some(url) = &self.discovery {
+            // Kubernetes grants discovery to every authenticated user (ClusterRole
+            // system:discovery): a 403 here means that binding was changed.
+            return format!(
+                "{{nonResourceURLs: [\"{url}\"], verbs: [\"get\"]}} in a ClusterRole (the default \
+                 system:discovery role grants it to every authenticated user: see kubectl get \
+                 clusterrolebinding system:discovery -o yaml)"
+            );
+        }
         let scope = match &self.namespace {
             Some(ns) => format!("a Role in namespace {ns} (or a ClusterRole)"),
             None => "a ClusterRole (cluster-wide)".to_string(),
@@ -1111,6 +1125,13 @@ mod tests {
             Resource::of_path("/api/v1/namespaces/media/events").rbac_rule(),
             "{apiGroups: [\"\"], resources: [\"events\"], verbs: [\"list\"]} in a Role in namespace media (or a ClusterRole)"
         );
+        // Discovery: a non-resource URL, never a `resources: ["?"]` rule.
+        let rule = Resource::of_path("/apis/longhorn.io").rbac_rule();
+        assert!(
+            rule.starts_with("{nonResourceURLs: [\"/apis/longhorn.io\"], verbs: [\"get\"]}"),
+            "{rule}"
+        );
+        assert!(!rule.contains('?'), "{rule}");
     }
 
     #[test]

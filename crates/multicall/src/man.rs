@@ -403,7 +403,11 @@ pub fn generate(dir: &Path) -> Result<Vec<String>, String> {
         if a.name == SERVE {
             pages.push((
                 SERVE.to_string(),
-                <textfile::serve::ServeOpts as CommandFactory>::command(),
+                // Named as installed (the page's file and whatis entry): `k8s-storage-checks
+                // serve` is the same program.
+                <textfile::serve::ServeOpts as CommandFactory>::command()
+                    .name(SERVE)
+                    .bin_name(SERVE),
                 None,
             ));
             continue;

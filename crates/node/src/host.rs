@@ -9,6 +9,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// The mount table of the caller's mount namespace: what an operator's `grep` on the node reads.
+pub const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// `path` with its links resolved (a kubelet root may be a link to another disk), or as given
+/// when it cannot be resolved.
+pub fn canonical_or_same(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Host {
     /// Where the host's `/` is visible; `None` on the host itself.
@@ -57,7 +66,7 @@ impl Host {
     /// The host's mount table: `/proc/self/mountinfo` locally, `<root>/proc/1/mountinfo` in a container.
     pub fn mountinfo(&self) -> PathBuf {
         match &self.root {
-            None => PathBuf::from("/proc/self/mountinfo"),
+            None => PathBuf::from(MOUNTINFO),
             Some(r) => r.join("proc/1/mountinfo"),
         }
     }

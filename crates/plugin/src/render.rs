@@ -194,10 +194,19 @@ pub const NRPE_V2_MAX: usize = FIRST_LINE_MAX;
 /// The line that ends the first [`NRPE_V2_MAX`] bytes of a longer answer: what follows and how
 /// to see it. Free of `|` (perfdata) and of the characters Nagios strips from macros
 /// (`` `~$&|'"<> ``).
-fn v2_marker(rest: &[Block], unit: Option<(&str, &str)>, binary: &str) -> String {
+fn v2_marker(rest: &[Block], unit: Option<(&str, &str)>, binary: &str, cut: bool) -> String {
+    let more = if rest.is_empty() {
+        "the rest of this finding follows".to_string()
+    } else if cut {
+        format!(
+            "the rest of this finding and {} follow",
+            more_count(rest, unit)
+        )
+    } else {
+        format!("{} follow", more_count(rest, unit))
+    };
     format!(
-        "... {} follow: NRPE v2 (check_nrpe -2) stops at 1 KiB here; to see all, query without -2 or run {} on the node (add --format json for one line per finding)",
-        more_count(rest, unit),
+        "... {more}: NRPE v2 (check_nrpe -2) stops at 1 KiB here; to see all, query without -2 or run {} on the node (add --format json for one line per finding)",
         sanitize(binary)
     )
 }
@@ -243,8 +252,10 @@ fn push_blocks(
 /// and a line saying how many follow and how to see them, padded with spaces to end exactly at
 /// byte 1023 (its newline the 1024th); the rest follows for clients that receive it all (NRPE
 /// v3/v4 packets, Icinga). The padding is not counted against `--max-output`. When not even the
-/// first finding fits whole before that line, the answer is left as it is (the v2 client then
-/// gets the first finding's first 1023 bytes' worth, the last line possibly cut).
+/// first finding fits whole before that line, its first whole lines that fit come before it ("the
+/// rest of this finding and 39 more pods follow") and its other lines right after; when not even
+/// its first line fits, the answer is left as it is (the v2 client then gets the first 1023
+/// bytes' worth, the last line possibly cut).
 fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     let mut head = first_line(o.name, report);
     head.push('\n');
@@ -257,7 +268,7 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     }
     let mut i = 0;
     while i + 1 < blocks.len() {
-        let marker = v2_marker(&blocks[i + 1..], report.unit, o.binary);
+        let marker = v2_marker(&blocks[i + 1..], report.unit, o.binary, false);
         if head.len() + block_len(&blocks[i]) + marker.len() > NRPE_V2_MAX {
             break;
         }
@@ -267,19 +278,44 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
         }
         i += 1;
     }
-    // Not even the first finding fits whole beside the marker (one long finding, or a single
-    // one): the answer as it is, so that a v2 client still gets the status line and the first
-    // finding's first lines — a marker in their place would hide the one finding that matters.
+    // Not even the first finding fits whole beside the marker (its step is long): its first
+    // whole lines that fit (at least its own line, which names what failed), then the marker,
+    // then the rest of the finding for the clients that receive it all.
+    let mut cut = 0;
     if i == 0 {
-        return full;
+        let marker = v2_marker(&blocks[1..], report.unit, o.binary, true);
+        let lines = block_lines(&blocks[0]);
+        while cut < lines.len() && head.len() + lines[cut].len() + 1 + marker.len() <= NRPE_V2_MAX {
+            head.push_str(&lines[cut]);
+            head.push('\n');
+            cut += 1;
+        }
+        // Not even its first line fits: the answer as it is (a v2 client gets the status line
+        // and as much of the finding as the packet holds, rather than a marker hiding it).
+        if cut == 0 {
+            return full;
+        }
     }
-    let marker = v2_marker(&blocks[i..], report.unit, o.binary);
+    let marker = if cut > 0 {
+        v2_marker(&blocks[1..], report.unit, o.binary, true)
+    } else {
+        v2_marker(&blocks[i..], report.unit, o.binary, false)
+    };
     // The marker's newline is the 1024th byte: a v2 client shows the marker as the last line.
     let pad = NRPE_V2_MAX.saturating_sub(head.len() + marker.len());
     let _ = writeln!(head, "{marker}{}", " ".repeat(pad));
     // The padding is not the answer's content: it does not take the room of a finding under
     // --max-output (which would make the findings shown depend on the length of the ones before).
-    push_blocks(&mut head, &blocks, i, o.max_output + pad, report.unit);
+    let mut max = o.max_output + pad;
+    if cut > 0 {
+        for l in &block_lines(&blocks[0])[cut..] {
+            head.push_str(l);
+            head.push('\n');
+        }
+        max = max.max(head.len());
+        i = 1;
+    }
+    push_blocks(&mut head, &blocks, i, max, report.unit);
     head
 }
 
@@ -822,9 +858,9 @@ mod tests {
         assert!(out.ends_with("... and 1 more volume\n"), "{out}");
     }
 
-    /// A first finding too long to fit whole before the v2 marker is not hidden behind it: the
-    /// answer stays as it is, the finding right after the status line (ro_pvc_mounts' one ext4
-    /// finding with its evidence and hint is such a block).
+    /// A first finding too long to fit whole before the v2 marker is not hidden behind it: it
+    /// comes right after the status line (ro_pvc_mounts' one ext4 finding with its evidence and
+    /// hint is such a block), cut between whole lines by the marker, none of them lost.
     #[test]
     fn a_first_finding_longer_than_the_first_kib_comes_first() {
         let mut f = Finding::new(Status::Critical, "pvc-a is read-only: x");
@@ -841,7 +877,19 @@ mod tests {
             Some("[CRITICAL] pvc-a is read-only: x"),
             "{out}"
         );
-        assert!(!out.contains("follow: NRPE v2"), "{out}");
+        assert!(
+            out[..NRPE_V2_MAX]
+                .contains("\n... the rest of this finding and 1 more finding follow: NRPE v2"),
+            "{out}"
+        );
+        for i in 0..30 {
+            assert!(
+                out.contains(&format!(
+                    "\n    evidence line {i} of a long finding block\n"
+                )),
+                "{out}"
+            );
+        }
     }
 
     /// Issue 33: through NRPE v2 packets only the first 1023 bytes arrive. They are whole
@@ -912,6 +960,31 @@ mod tests {
         let out = render(&sample(), Format::Nagios, &opts(64 * 1024, 0));
         assert!(out.len() < NRPE_V2_MAX);
         assert!(!out.contains("NRPE v2"));
+    }
+
+    /// A first finding too long to fit whole beside the marker (a long step): its own line
+    /// before the marker, its other lines right after it, then the other findings.
+    #[test]
+    fn nrpe_v2_cuts_a_long_first_finding_between_whole_lines() {
+        let mut r = Report::new(Status::Critical, "3 stuck").unit("pod", "pods");
+        for i in 0..3 {
+            r = r.finding(
+                Finding::new(Status::Critical, format!("ns/pod-{i} stuck")).detail("x".repeat(900)),
+            );
+        }
+        let out = render(&r, Format::Nagios, &opts(64 * 1024, 0));
+        assert_eq!(out.as_bytes()[NRPE_V2_MAX], b'\n', "{out:?}");
+        let lines: Vec<&str> = out[..NRPE_V2_MAX].lines().collect();
+        assert_eq!(lines[1], "[CRITICAL] ns/pod-0 stuck", "{out}");
+        assert_eq!(
+            lines[2].trim_end(),
+            "... the rest of this finding and 2 more pods follow: NRPE v2 (check_nrpe -2) stops at 1 KiB here; to see all, query without -2 or run check_ro_pvc_mounts on the node (add --format json for one line per finding)"
+        );
+        assert_eq!(lines.len(), 3, "{out}");
+        let rest: Vec<&str> = out[NRPE_V2_MAX + 1..].lines().collect();
+        assert_eq!(rest[0], format!("    {}", "x".repeat(900)));
+        assert_eq!(rest[1], "[CRITICAL] ns/pod-1 stuck");
+        assert_eq!(rest.len(), 5, "{out}");
     }
 
     /// Issue 26: the step is a finding's last line in text, ends with the runbook, and is the
