@@ -128,7 +128,11 @@ fn assert_shape(distro: &str, root: &str, docs: &[Value]) {
             "{distro}: {a}"
         );
     }
-    for check in ["check_ro_pvc_mounts", "check_stale_csi_mounts"] {
+    for check in [
+        "check_ro_pvc_mounts",
+        "check_pv_capacity",
+        "check_stale_csi_mounts",
+    ] {
         assert!(
             args.iter().any(
                 |a| a.starts_with(&format!("--check={check} ")) && a.contains("--kubelet-root")
@@ -467,6 +471,9 @@ fn the_cluster_deployment_meets_restricted_and_its_rbac_serves_its_checks() {
             "kube-system",
         ],
     );
+    // Where jiva-operator runs, check_jiva_rep_crashloop lists its JivaVolumes too.
+    cp.apply_crd(e2e::apiserver::fixtures::JIVA_CRD, "jivavolumes.openebs.io");
+    cp.wait_can(&user, &["list", "jivavolumes.openebs.io", "-A"]);
     let kc = cp.kubeconfig_with(None, KubeCa::Inline, Auth::CertInline(user.clone()));
     let args = strs(&dep["spec"]["template"]["spec"]["containers"][0]["args"]);
     let mut n = 0;

@@ -664,6 +664,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
         // error with them.
         "k8s_storage_checks_thresholds": {
             "check_ro_pvc_mounts": {"warning": "0", "critical": "0"},
+            "check_pv_capacity": {"warning": "10%", "critical": "5%"},
             "check_stale_csi_mounts": {"warning": "0", "critical": "0"},
             "check_kubelet_nested_ops": {"warning": "0", "critical": "5"},
             "check_storage_kernel_errors": {"warning": "1000", "critical": "100000"},

@@ -401,7 +401,7 @@ fn staging_of_a_deleted_pv_is_critical() {
     );
     assert!(
         f.next.as_deref().is_some_and(|n| n.starts_with(
-            "restart the kubelet on worker-04: `sudo systemctl restart kubelet` (Talos: `talosctl -n worker-04 service kubelet restart`)"
+            "restart the kubelet on worker-04: `sudo systemctl restart kubelet` (k3s: `sudo systemctl restart k3s-agent`, on a server `sudo systemctl restart k3s`; RKE2: `sudo systemctl restart rke2-agent`, on a server `sudo systemctl restart rke2-server`; Talos: `talosctl -n worker-04 service kubelet restart`)"
         )),
         "{f:?}"
     );

@@ -63,7 +63,8 @@ pub enum Distro {
     K3s,
     /// /var/lib/k0s/kubelet
     K0s,
-    /// /var/lib/kubelet: kubeadm, Talos and most others; which one the path does not say.
+    /// /var/lib/kubelet: kubeadm, Talos, and k3s and RKE2 by default; which one the path does
+    /// not say.
     Standard,
 }
 
@@ -83,7 +84,8 @@ impl Distro {
     }
 
     /// How to restart the kubelet on `node`: the distribution's command, or for a
-    /// /var/lib/kubelet node the kubeadm command and the Talos one.
+    /// /var/lib/kubelet node the kubeadm command, then k3s's, RKE2's and Talos's (k3s and RKE2
+    /// run the kubelet inside their own service and keep /var/lib/kubelet by default).
     pub fn restart_kubelet(self, node: &str) -> String {
         match self {
             Distro::Microk8s => {
@@ -103,8 +105,12 @@ impl Distro {
                 cmd(&["sudo", "systemctl", "restart", "k0scontroller"])
             ),
             Distro::Standard => format!(
-                "{} (Talos: {})",
+                "{} (k3s: {}, on a server {}; RKE2: {}, on a server {}; Talos: {})",
                 cmd(&["sudo", "systemctl", "restart", "kubelet"]),
+                cmd(&["sudo", "systemctl", "restart", "k3s-agent"]),
+                cmd(&["sudo", "systemctl", "restart", "k3s"]),
+                cmd(&["sudo", "systemctl", "restart", "rke2-agent"]),
+                cmd(&["sudo", "systemctl", "restart", "rke2-server"]),
                 cmd(&["talosctl", "-n", node, "service", "kubelet", "restart"])
             ),
         }

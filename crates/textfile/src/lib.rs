@@ -377,8 +377,8 @@ pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     }
     install_signal_handlers();
     eprintln!(
-        "k8s-storage-checks-textfile: {} check(s) every {} into {}",
-        jobs.len(),
+        "k8s-storage-checks-textfile: {} every {} into {}",
+        plugin::report::count(jobs.len(), "check", "checks"),
         plugin::fmt_duration(o.interval),
         o.dir.display()
     );

@@ -441,8 +441,8 @@ pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     };
     crate::install_signal_handlers();
     eprintln!(
-        "k8s-storage-checks serve: {} check(s), at most {} at a time, on {}://{}/metrics{}",
-        checks.len(),
+        "k8s-storage-checks serve: {}, at most {} at a time, on {}://{}/metrics{}",
+        plugin::report::count(checks.len(), "check", "checks"),
         o.concurrency,
         if tls.is_some() { "https" } else { "http" },
         o.listen,
