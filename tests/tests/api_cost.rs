@@ -114,6 +114,8 @@ fn stale_csi_mounts_reads_only_the_nodes_own_pvs_and_attachments() {
         mnt.check("check_stale_csi_mounts")
             .without_host_credentials()
             .args(["--kubeconfig", s(&kc), "--node", node.as_str(), "-vv"])
+            // Every -vv line (what was read and why), past the default 4 KiB.
+            .args(["--max-output", "65536"])
             .arg("--kubelet-root")
             .arg(&tree.root)
             .run()
