@@ -748,3 +748,33 @@ fn every_alert_links_an_existing_runbook() {
     }
     assert!(n >= 20, "only {n} alerts in the two files");
 }
+
+/// The README is a front door (issue 26): at most 300 lines, and its contents list links every
+/// section of its own, so that nothing in it is found only by scrolling.
+#[test]
+fn readme_is_short_and_its_contents_list_every_section() {
+    let text = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let lines = text.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines: move the detail to docs/"
+    );
+    let contents: String = text
+        .lines()
+        .skip_while(|l| *l != "## Contents")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!contents.is_empty(), "README.md has no ## Contents section");
+    for h in text.lines().filter_map(|l| l.strip_prefix("## ")) {
+        if h == "Contents" {
+            continue;
+        }
+        let link = format!("(#{})", slug(h));
+        assert!(
+            contents.contains(&link),
+            "README.md's contents list does not link the section {h:?} ({link})"
+        );
+    }
+}
