@@ -281,34 +281,32 @@ fn render_nagios(report: &Report, o: &RenderOptions) -> String {
     // Not even the first finding fits whole beside the marker (its step is long): its first
     // whole lines that fit (at least its own line, which names what failed), then the marker,
     // then the rest of the finding for the clients that receive it all.
-    let mut cut = 0;
-    if i == 0 {
-        let marker = v2_marker(&blocks[1..], report.unit, o.binary, true);
+    let cut = i == 0;
+    let marker = v2_marker(&blocks[i.max(1)..], report.unit, o.binary, cut);
+    let mut shown = 0;
+    if cut {
         let lines = block_lines(&blocks[0]);
-        while cut < lines.len() && head.len() + lines[cut].len() + 1 + marker.len() <= NRPE_V2_MAX {
-            head.push_str(&lines[cut]);
+        while shown < lines.len()
+            && head.len() + lines[shown].len() + 1 + marker.len() <= NRPE_V2_MAX
+        {
+            head.push_str(&lines[shown]);
             head.push('\n');
-            cut += 1;
+            shown += 1;
         }
         // Not even its first line fits: the answer as it is (a v2 client gets the status line
         // and as much of the finding as the packet holds, rather than a marker hiding it).
-        if cut == 0 {
+        if shown == 0 {
             return full;
         }
     }
-    let marker = if cut > 0 {
-        v2_marker(&blocks[1..], report.unit, o.binary, true)
-    } else {
-        v2_marker(&blocks[i..], report.unit, o.binary, false)
-    };
     // The marker's newline is the 1024th byte: a v2 client shows the marker as the last line.
     let pad = NRPE_V2_MAX.saturating_sub(head.len() + marker.len());
     let _ = writeln!(head, "{marker}{}", " ".repeat(pad));
     // The padding is not the answer's content: it does not take the room of a finding under
     // --max-output (which would make the findings shown depend on the length of the ones before).
     let mut max = o.max_output + pad;
-    if cut > 0 {
-        for l in &block_lines(&blocks[0])[cut..] {
+    if cut {
+        for l in &block_lines(&blocks[0])[shown..] {
             head.push_str(l);
             head.push('\n');
         }
