@@ -10,9 +10,13 @@
 //! `EPIPE` = records were overwritten while reading (the position moves on: keep reading).
 //! A regular file with the same text (`dmesg -r`-like dumps, tests) is read record by record too.
 
+#[cfg(test)]
 use std::io::Read;
+#[cfg(test)]
 use std::os::unix::fs::OpenOptionsExt;
+#[cfg(test)]
 use std::path::Path;
+#[cfg(test)]
 use std::time::Instant;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +103,7 @@ pub const RECORD_MAX: usize = 16 * 1024;
 /// What a kernel log source is expected to hold, for the "not a kernel log" answer.
 pub const EXPECTED: &str = "/dev/kmsg records `prio,seq,usec,flags;text` (as `cat /dev/kmsg` prints them), not syslog or dmesg text";
 
+#[cfg(test)]
 fn not_kmsg(path: &Path, why: &str) -> KmsgError {
     KmsgError::Other(format!(
         "{} is not a kernel log: {why} (expected {EXPECTED})",
@@ -109,6 +114,11 @@ fn not_kmsg(path: &Path, why: &str) -> KmsgError {
 /// Read every record of `path` (the kmsg device or a regular file) in order. A source that
 /// yields data but not one parsable record is an error naming the format, as is a record over
 /// [`RECORD_MAX`]; memory stays within one record whatever the input.
+///
+/// The plain reference reader, one owned record at a time: the checks read with
+/// [`super::kmsg_ref::read_ref`], which is tested to give the same records, order, errors and
+/// statistics as this on every shape a file can have. Test code only.
+#[cfg(test)]
 pub fn read(
     path: &Path,
     deadline: Instant,
@@ -216,6 +226,7 @@ pub fn read(
     Ok(st)
 }
 
+#[cfg(test)]
 enum RecordError {
     TooLong,
     Io(std::io::Error),
@@ -224,6 +235,7 @@ enum RecordError {
 /// The records of a kmsg text dump read as a stream: a line not starting with a space starts a
 /// record, continuation lines (` KEY=value`) belong to the one before. Holds at most one record
 /// plus one read buffer.
+#[cfg(test)]
 struct RecordStream<R: Read> {
     inner: R,
     buf: Vec<u8>,
@@ -236,6 +248,7 @@ struct RecordStream<R: Read> {
     rec: Vec<u8>,
 }
 
+#[cfg(test)]
 impl<R: Read> RecordStream<R> {
     fn new(inner: R) -> Self {
         RecordStream {

@@ -5,7 +5,8 @@
 //! kernel's `\xNN` escapes or invalid UTF-8; the continuation lines (` SUBSYSTEM=…`) are not
 //! parsed at all; the deadline is read every 256 records. The checks that read millions of
 //! records (check_storage_kernel_errors) use this; the owned [`super::kmsg::Record`] stays for
-//! the others.
+//! single records (`parse_record`: stdin, receive-logs), and the owned reader `kmsg::read` only
+//! as the reference this one is tested against.
 
 use super::kmsg::{unescape, KmsgError, ReadStats, EXPECTED, RECORD_MAX};
 use std::borrow::Cow;
