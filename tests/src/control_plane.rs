@@ -110,9 +110,15 @@ impl ControlPlane {
                 .prefix("k8s-storage-checks-cp-")
                 .tempdir()
                 .expect("tempdir");
-            // A static is never dropped: the directory stays; `--owner` stops the processes.
+            // A static is never dropped: `--owner` stops the processes when this process ends,
+            // and `--remove` then removes the directory.
             let dir = tmp.keep();
-            up(&dir, Some(std::process::id()), &[], &[]);
+            up(
+                &dir,
+                Some(std::process::id()),
+                &["--remove".to_string()],
+                &[],
+            );
             ControlPlane {
                 dir,
                 _tmp: None,
