@@ -627,11 +627,11 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
     }
     let summary = if summary.is_empty() {
         format!(
-            "{} Longhorn volumes healthy {} ({} replicas, {} engines)",
-            d.volumes.len(),
+            "{} healthy {} ({}, {})",
+            plugin::count(d.volumes.len(), "Longhorn volume", "Longhorn volumes"),
             d.scope,
-            d.replicas.len(),
-            d.engines.len()
+            plugin::count(d.replicas.len(), "replica", "replicas"),
+            plugin::count(d.engines.len(), "engine", "engines")
         )
     } else {
         summary.join("; ")

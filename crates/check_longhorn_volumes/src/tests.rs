@@ -422,3 +422,28 @@ fn healthy_replica_ranges_escalate() {
         r.findings[0].text
     );
 }
+
+/// Issue 26, count nouns: one healthy volume with one replica and one engine is said so.
+#[test]
+fn one_volume_replica_and_engine_are_said_in_the_singular() {
+    let d = data(
+        volume("attached", "healthy", "Running"),
+        vec![replica(0, "worker-04", false)],
+        vec![engine(&[(0, "RW")], false)],
+    );
+    let r = eval(&d);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.summary.starts_with("1 Longhorn volume healthy ")
+            && r.summary.ends_with(" (1 replica, 1 engine)"),
+        "{}",
+        r.summary
+    );
+    let r = eval(&healthy_set());
+    assert!(
+        r.summary.starts_with("1 Longhorn volume healthy ")
+            && r.summary.ends_with(" (3 replicas, 1 engine)"),
+        "{}",
+        r.summary
+    );
+}
