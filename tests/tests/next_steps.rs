@@ -4,8 +4,11 @@
 //! non-OK finding has a `next:` step that names the right node (the scene's node for a node's
 //! check, the finding's own node otherwise), ends with its runbook `docs/runbooks/<signal>.md`,
 //! and holds commands between backticks that `sh -n` accepts exactly as printed, none of them
-//! with a `|` or its `¦` stand-in. The same checks' `-v`, `-vv` and `-vvv` add evidence,
-//! decisions and inputs in sentences, never a Rust debug dump.
+//! with a `|` or its `¦` stand-in, and none the runbook-only fallback (`plugin::report::NO_STEP`):
+//! every non-OK finding has a step of its own. The harness (`e2e::Cmd::run`) fails every test
+//! whose check prints that fallback, so every check's fixture-driven tests hold to it too. The
+//! same checks' `-v`, `-vv` and `-vvv` add evidence, decisions and inputs in sentences, never a
+//! Rust debug dump.
 
 use e2e::Cmd;
 use serde_json::Value;

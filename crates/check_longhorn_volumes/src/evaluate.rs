@@ -273,6 +273,12 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
                 "no Longhorn volumes (volumes.longhorn.io {}) in the cluster: nothing to judge",
                 d.version
             )
+        } else if d.total_volumes == 1 {
+            format!(
+                "the cluster's only Longhorn volume is not {}: check --node (as Kubernetes \
+                 spells the node)",
+                d.scope
+            )
         } else {
             format!(
                 "none of the cluster's {} Longhorn volumes is {}: check --node (as Kubernetes \

@@ -323,7 +323,7 @@ fn no_volumes_is_unknown_and_node_narrows() {
     d.only_node("worker-09");
     let r = eval(&d);
     assert_eq!(r.status, Status::Unknown);
-    assert!(r.summary.contains("none of the cluster's 1 Longhorn volumes is attached to or with a replica on node worker-09"), "{}", r.summary);
+    assert!(r.summary.contains("the cluster's only Longhorn volume is not attached to or with a replica on node worker-09"), "{}", r.summary);
     let mut d = healthy_set();
     d.volumes.clear();
     d.total_volumes = 0;
