@@ -531,12 +531,13 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
             let mut f = Finding::new(
                 by_range.worst(Status::Warning),
                 format!(
-                    "{head}: {}{since}, {healthy} of {wanted} replicas healthy{outside}{}",
+                    "{head}: {}{since}, {} healthy{outside}{}",
                     if v.robustness == "degraded" {
                         "degraded"
                     } else {
                         "short of replicas"
                     },
+                    plugin::count_of(healthy, wanted, "replica", "replicas"),
                     if rebuilding { ", rebuilding" } else { "" }
                 ),
             )

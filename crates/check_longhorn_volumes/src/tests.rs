@@ -447,3 +447,33 @@ fn one_volume_replica_and_engine_are_said_in_the_singular() {
         r.summary
     );
 }
+
+/// Issue 26, count nouns: a volume of one replica short of a range is "1 of 1 replica healthy".
+#[test]
+fn one_wanted_replica_is_said_in_the_singular() {
+    let mut v = volume("attached", "healthy", "Running");
+    v["spec"]["numberOfReplicas"] = json!(1);
+    let d = data(
+        v,
+        vec![replica(0, "worker-04", false)],
+        vec![engine(&[(0, "RW")], false)],
+    );
+    let o = Opts::try_parse_from(["check_longhorn_volumes", "-w", "2:"]).unwrap();
+    let r = evaluate(
+        &d,
+        &o.thresholds.thresholds(),
+        Duration::from_secs(300),
+        now(),
+    );
+    assert_eq!(
+        signals(&r),
+        vec![("longhorn_volume_degraded", Status::Warning)]
+    );
+    assert!(
+        r.findings[0]
+            .text
+            .contains("short of replicas, 1 of 1 replica healthy (outside -w 2:)"),
+        "{}",
+        r.findings[0].text
+    );
+}
