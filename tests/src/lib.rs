@@ -246,12 +246,22 @@ impl Cmd {
             });
         }
         let out = child.wait_with_output().expect("wait");
-        Output {
+        let out = Output {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             elapsed: start.elapsed(),
+        };
+        // Issue 26: every non-OK finding of every check has a step of its own, in every format
+        // and every test that runs a check: a `next:` line with only the runbook is a bug.
+        if let Some(l) = out
+            .stdout
+            .lines()
+            .find(|l| plugin::report::shows_missing_step(l))
+        {
+            panic!("a non-OK finding without a next step of its own: {l}\n{out:?}");
         }
+        out
     }
 }
 

@@ -145,8 +145,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     let young = d.found.len() - stuck.pods.len() + d.young;
     let summary = if stuck.count() == 0 {
         let mut s = format!(
-            "no pod stuck after scheduling ({} pods {})",
-            d.pods, d.scope
+            "no pod stuck after scheduling ({} {})",
+            plugin::count(d.pods, "pod", "pods"),
+            d.scope
         );
         if young > 0 {
             s.push_str(&format!(

@@ -175,8 +175,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     let n_term = scan.found.len() + scan.young + scan.more.count;
     let summary = if wedged.count() == 0 {
         let mut s = format!(
-            "no pod wedged in Terminating ({} pods {}",
-            scan.pods, scan.scope
+            "no pod wedged in Terminating ({} {}",
+            plugin::count(scan.pods, "pod", "pods"),
+            scan.scope
         );
         if n_term > 0 {
             s.push_str(&format!(
