@@ -586,3 +586,110 @@ fn d() { let _ = std::fs::read("y"); }
     let whole = scan_source("#![cfg(test)]\nuse std::fs;\n", Path::new("src")).unwrap();
     assert!(whole.test_only);
 }
+
+/// The crates that may hold `unsafe` (the system-call and signal layer); each of their `unsafe`
+/// says why it is sound in a `SAFETY:` comment.
+const UNSAFE_CRATES: [&str; 3] = ["node", "plugin", "textfile"];
+
+/// Each `unsafe` block, fn or impl in `src` (outside comments) without a `SAFETY:` comment on its
+/// line or in the four lines before it: `(line number, line)`.
+fn unsafe_without_safety(src: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let code = l.split("//").next().unwrap_or("");
+        let is_unsafe = [
+            "unsafe {",
+            "unsafe{",
+            "unsafe fn",
+            "unsafe impl",
+            "unsafe extern",
+        ]
+        .iter()
+        .any(|k| code.contains(k));
+        if is_unsafe
+            && !lines[i.saturating_sub(4)..=i]
+                .iter()
+                .any(|p| p.contains("SAFETY:"))
+        {
+            out.push((i + 1, l.trim().to_string()));
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Issue 35: a crate with no business in `unsafe` says so to the compiler
+/// (`#![forbid(unsafe_code)]` at its root), and the three that need it justify every use.
+#[test]
+fn unsafe_lives_in_three_crates_and_says_why_each_time() {
+    let mut missing = Vec::new();
+    let mut unjustified = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("Cargo.toml").exists())
+        .collect();
+    crates.sort();
+    assert!(crates.len() >= 14, "{crates:?}");
+    for c in &crates {
+        let name = c.file_name().unwrap().to_string_lossy().to_string();
+        if UNSAFE_CRATES.contains(&name.as_str()) {
+            let mut files = Vec::new();
+            rust_files(&c.join("src"), &mut files);
+            for f in files {
+                let src = std::fs::read_to_string(&f).unwrap();
+                for (n, l) in unsafe_without_safety(&src) {
+                    unjustified.push(format!("{}:{n}: {l}", f.display()));
+                }
+            }
+            continue;
+        }
+        for root in ["src/lib.rs", "src/main.rs"] {
+            let f = c.join(root);
+            if f.exists()
+                && !std::fs::read_to_string(&f)
+                    .unwrap()
+                    .contains("#![forbid(unsafe_code)]")
+            {
+                missing.push(f.display().to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crate roots without #![forbid(unsafe_code)] (only {UNSAFE_CRATES:?} may use unsafe):\n{}",
+        missing.join("\n")
+    );
+    assert!(
+        unjustified.is_empty(),
+        "unsafe without a SAFETY: comment:\n{}",
+        unjustified.join("\n")
+    );
+}
+
+/// The SAFETY scan on planted lines: a bare `unsafe` block is caught, one with its reason just
+/// above is not, and prose about unsafe in a comment is not code.
+#[test]
+fn the_safety_scan_catches_a_bare_unsafe() {
+    let src = "fn a() {\n    // SAFETY: the fd is ours.\n    unsafe { close(3) };\n}\n\
+               // calling unsafe { x } here is prose\n\
+               fn b() {\n    let x = 1;\n    let y = 2;\n    let z = 3;\n    let w = 4;\n    unsafe { close(4) };\n}\n";
+    let found = unsafe_without_safety(src);
+    assert_eq!(
+        found,
+        vec![(11, "unsafe { close(4) };".to_string())],
+        "{found:?}"
+    );
+}

@@ -4,6 +4,7 @@
 //! on the node. Phases: [`gather`] (journal, files, stdin; resumable with `--state-dir`) →
 //! [`evaluate()`] with a [`Policy`] built from the options (pure: per-volume aggregation over
 //! runs of failures, [`streak`]; words in `text`) → rendered by `plugin`.
+#![forbid(unsafe_code)]
 
 pub mod acc;
 pub mod evaluate;

@@ -5,6 +5,7 @@
 //! [`gather`] (mount table, vol_data.json, cluster view, bounded-time probes) → [`evaluate`]
 //! (pure, on [`Data`] and a [`Policy`]) → rendering by `plugin`; the text of findings is in
 //! `text`.
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 mod evaluate;

@@ -8,6 +8,7 @@
 //!   `PodInitializing` (newer kubelets publish those statuses at once);
 //!
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};

@@ -9,6 +9,7 @@
 //! only) the latest teardown failure among its events (`FailedKillPod`, `FailedUnmount`, or any
 //! message with `UnmountVolume.TearDown failed`). When that message names a pod volume mount path
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
