@@ -10,11 +10,15 @@
 pub mod cluster;
 mod evaluate;
 mod gather;
+pub mod identity;
+pub mod problem;
 mod text;
 
 pub use cluster::ClusterView;
-pub use evaluate::{evaluate, identify, problems, selected, Identity, Problem};
+pub use evaluate::evaluate;
 pub use gather::{api_budget, gather, probe_budget, CsiMount, Data, MAX_PARALLEL};
+pub use identity::{identify, selected, Identity};
+pub use problem::{problems, Problem};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
