@@ -514,7 +514,8 @@ pub fn evaluate(d: &Data, p: &Policy, now: Time) -> Report {
                     continue;
                 }
                 oldest_pending = oldest_pending.max(age);
-                let (signal, cmds): (&'static str, Vec<String>) = if what == "attach" {
+                let f = Finding::new(st, format!("{text} ({limit})"));
+                let (f, cmds): (Finding, Vec<String>) = if what == "attach" {
                     attach_pending += 1;
                     let mut c = vec![
                         describe_va(&va.name),
@@ -527,11 +528,11 @@ pub fn evaluate(d: &Data, p: &Policy, now: Time) -> Report {
                             .filter(|u| u.node == va.node)
                             .filter_map(|u| describe_pod(&u.pod)),
                     );
-                    ("attach_pending", c)
+                    (f.signal("attach_pending"), c)
                 } else {
                     detach_pending += 1;
                     (
-                        "detach_pending",
+                        f.signal("detach_pending"),
                         vec![
                             describe_va(&va.name),
                             format!(
@@ -544,12 +545,7 @@ pub fn evaluate(d: &Data, p: &Policy, now: Time) -> Report {
                     )
                 };
                 summary.push(format!("{vol} {what} pending {} on {}", dur(age), va.node));
-                findings.push(errors(
-                    Finding::new(st, format!("{text} ({limit})"))
-                        .signal(signal)
-                        .subject(subject)
-                        .next(step(&cmds)),
-                ));
+                findings.push(errors(f.subject(subject).next(step(&cmds))));
             }
             None => {
                 if va.attached && matches!(node_is(d, &va.node), NodeIs::Ready) {
