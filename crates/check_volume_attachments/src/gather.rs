@@ -79,7 +79,9 @@ impl PodUse {
 impl MultiAttach {
     /// `None` for a `FailedAttachVolume` event that is no Multi-Attach error.
     pub fn of(e: &Event) -> Option<MultiAttach> {
-        if e.reason != "FailedAttachVolume" {
+        // The controller records it on the pod that waits.
+        let kind = &e.involved_object.kind;
+        if e.reason != "FailedAttachVolume" || !(kind.is_empty() || kind == "Pod") {
             return None;
         }
         let (volume, pods, others) = parse_multi_attach(&e.message)?;
