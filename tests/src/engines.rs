@@ -379,7 +379,7 @@ impl Node {
             .iter()
             .chain(["k8s-storage-checks-textfile"].iter())
         {
-            std::fs::copy(bin(c), plugin_dir.join(c)).unwrap();
+            crate::copy_executable(&bin(c), &plugin_dir.join(c));
             chmod(&plugin_dir.join(c), 0o755);
         }
         // The checks' state directory, owned by the agent's user.

@@ -76,6 +76,28 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Copy an executable to `to` (mode and owner as `cp` leaves them) so that it can be run at once.
+/// `std::fs::copy` writes through a descriptor of this process: a concurrently running test that
+/// forks meanwhile holds that descriptor until its child execs, and an exec of the copy then
+/// fails with ETXTBSY ("Text file busy"; seen in the full suite). `cp` writes in a process of its
+/// own, which has ended with its descriptor when this returns.
+pub fn copy_executable(from: &Path, to: &Path) {
+    let out = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run cp");
+    assert!(
+        out.status.success(),
+        "cp {} {}: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every check binary of the suite that exists in the workspace (crates/check_*).
 pub fn all_checks() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(workspace_root().join("crates"))
@@ -224,12 +246,22 @@ impl Cmd {
             });
         }
         let out = child.wait_with_output().expect("wait");
-        Output {
+        let out = Output {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             elapsed: start.elapsed(),
+        };
+        // Issue 26: every non-OK finding of every check has a step of its own, in every format
+        // and every test that runs a check: a `next:` line with only the runbook is a bug.
+        if let Some(l) = out
+            .stdout
+            .lines()
+            .find(|l| plugin::report::shows_missing_step(l))
+        {
+            panic!("a non-OK finding without a next step of its own: {l}\n{out:?}");
         }
+        out
     }
 }
 

@@ -148,8 +148,8 @@ fn arm64_program_is_static_aarch64_and_answers_like_amd64() {
         .stdout
         .trim()
         .to_string();
-    std::fs::copy(&qemu, dir.path().join("qemu")).unwrap();
-    std::fs::copy(&prog, dir.path().join("check_iscsi_sessions")).unwrap();
+    e2e::copy_executable(Path::new(&qemu), &dir.path().join("qemu"));
+    e2e::copy_executable(&prog, &dir.path().join("check_iscsi_sessions"));
     let out = Cmd::new("chroot")
         .arg(dir.path())
         .args(["/qemu", "/check_iscsi_sessions", "--version"])

@@ -882,7 +882,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
-        std::fs::copy(bin_dir().join("check_ro_pvc_mounts"), &nocap).unwrap();
+        e2e::copy_executable(&bin_dir().join("check_ro_pvc_mounts"), &nocap);
         std::fs::set_permissions(&nocap, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = ns
             .cmd("setpriv")
@@ -1106,7 +1106,7 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
 fn release_tarball(work: &Path, checks: &[String]) -> PathBuf {
     let top = work.join("k8s-storage-checks-0.1.0");
     std::fs::create_dir_all(&top).unwrap();
-    std::fs::copy(bin_dir().join(PROGRAM), top.join(PROGRAM)).unwrap();
+    e2e::copy_executable(&bin_dir().join(PROGRAM), &top.join(PROGRAM));
     for c in checks {
         std::os::unix::fs::symlink(PROGRAM, top.join(c)).unwrap();
     }

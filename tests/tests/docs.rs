@@ -10,6 +10,7 @@
 //!   docs/runbooks/<signal>.md, with the sections an on-call person needs and the recovery for
 //!   each distribution; each check's page lists exactly its signals; every alert of
 //!   deploy/prometheus/ links an existing runbook.
+//! - Every check's page has a `## Limits` section saying what the check cannot see or decide.
 
 use e2e::{all_checks, workspace_root, Cmd};
 use std::collections::{BTreeMap, BTreeSet};
@@ -776,5 +777,63 @@ fn readme_is_short_and_its_contents_list_every_section() {
             contents.contains(&link),
             "README.md's contents list does not link the section {h:?} ({link})"
         );
+    }
+}
+
+/// Every check's page says what the check cannot see or decide (issue 26): a `## Limits`
+/// section with real text, for every check of the suite (`all_checks`: each crates/check_*
+/// crate, so a new check's page is held to it from its first commit).
+#[test]
+fn every_check_page_has_a_limits_section() {
+    let checks = all_checks();
+    assert!(checks.len() >= 11, "only {} checks found", checks.len());
+    let mut problems = Vec::new();
+    for check in &checks {
+        let path = workspace_root().join(format!("docs/checks/{check}.md"));
+        let Ok(page) = std::fs::read_to_string(&path) else {
+            problems.push(format!("{check}: no docs/checks/{check}.md"));
+            continue;
+        };
+        problems.extend(limits_problems(check, &page));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// What is wrong with a page's `## Limits` section (pure): missing, empty, or a placeholder (less
+/// than one sentence of prose outside headings).
+fn limits_problems(check: &str, page: &str) -> Vec<String> {
+    let Some(sec) = section(page, "Limits") else {
+        return vec![format!(
+            "docs/checks/{check}.md has no \"## Limits\" section (what {check} cannot see or decide)"
+        )];
+    };
+    let prose: String = prose_lines(sec)
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words = prose.split_whitespace().count();
+    if words < 40 {
+        return vec![format!(
+            "docs/checks/{check}.md: its \"## Limits\" section has {words} words: say what {check} cannot see or decide"
+        )];
+    }
+    Vec::new()
+}
+
+/// The Limits test fails a page without the section, with an empty one or a stub, and passes a
+/// real one.
+#[test]
+fn the_limits_checker_catches_what_it_should() {
+    let real = std::fs::read_to_string(workspace_root().join("docs/checks/check_ro_pvc_mounts.md"))
+        .unwrap();
+    assert_eq!(limits_problems("check_x", &real), Vec::<String>::new());
+    let none = "# check_x\n\n## Options\n\ntext\n\n## See also\n\nx\n";
+    let empty = "# check_x\n\n## Limits\n\n## See also\n\nx\n";
+    let stub =
+        "# check_x\n\n## Limits\n\nTo do.\n\n## See also\n\n".to_string() + &"word ".repeat(80);
+    for (what, page) in [("none", none), ("empty", empty), ("stub", stub.as_str())] {
+        let p = limits_problems("check_x", page);
+        assert_eq!(p.len(), 1, "{what}: {p:?}");
+        assert!(p[0].contains("docs/checks/check_x.md"), "{what}: {p:?}");
     }
 }

@@ -372,7 +372,7 @@ fn icinga2_master_and_agent_in_network_namespaces() {
         "check_jiva_rep_crashloop",
         "check_stuck_terminating",
     ] {
-        std::fs::copy(e2e::bin(c), plugins.join(c)).unwrap();
+        e2e::copy_executable(&e2e::bin(c), &plugins.join(c));
     }
     let now = e2e::logs::now_secs();
     let kubelet_log = agent.join("kubelet.log");

@@ -586,3 +586,363 @@ fn d() { let _ = std::fs::read("y"); }
     let whole = scan_source("#![cfg(test)]\nuse std::fs;\n", Path::new("src")).unwrap();
     assert!(whole.test_only);
 }
+
+/// The crates that may hold `unsafe` (the system-call and signal layer); each of their `unsafe`
+/// says why it is sound in a `SAFETY:` comment.
+const UNSAFE_CRATES: [&str; 3] = ["node", "plugin", "textfile"];
+
+/// Each `unsafe` block, fn or impl in `src` (outside comments) without a `SAFETY:` comment on its
+/// line or in the four lines before it: `(line number, line)`.
+fn unsafe_without_safety(src: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let code = l.split("//").next().unwrap_or("");
+        let is_unsafe = [
+            "unsafe {",
+            "unsafe{",
+            "unsafe fn",
+            "unsafe impl",
+            "unsafe extern",
+        ]
+        .iter()
+        .any(|k| code.contains(k));
+        if is_unsafe
+            && !lines[i.saturating_sub(4)..=i]
+                .iter()
+                .any(|p| p.contains("SAFETY:"))
+        {
+            out.push((i + 1, l.trim().to_string()));
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Issue 35: a crate with no business in `unsafe` says so to the compiler
+/// (`#![forbid(unsafe_code)]` at its root), and the three that need it justify every use.
+#[test]
+fn unsafe_lives_in_three_crates_and_says_why_each_time() {
+    let mut missing = Vec::new();
+    let mut unjustified = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("Cargo.toml").exists())
+        .collect();
+    crates.sort();
+    assert!(crates.len() >= 14, "{crates:?}");
+    for c in &crates {
+        let name = c.file_name().unwrap().to_string_lossy().to_string();
+        if UNSAFE_CRATES.contains(&name.as_str()) {
+            let mut files = Vec::new();
+            rust_files(&c.join("src"), &mut files);
+            for f in files {
+                let src = std::fs::read_to_string(&f).unwrap();
+                for (n, l) in unsafe_without_safety(&src) {
+                    unjustified.push(format!("{}:{n}: {l}", f.display()));
+                }
+            }
+            continue;
+        }
+        for root in ["src/lib.rs", "src/main.rs"] {
+            let f = c.join(root);
+            if f.exists()
+                && !std::fs::read_to_string(&f)
+                    .unwrap()
+                    .contains("#![forbid(unsafe_code)]")
+            {
+                missing.push(f.display().to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crate roots without #![forbid(unsafe_code)] (only {UNSAFE_CRATES:?} may use unsafe):\n{}",
+        missing.join("\n")
+    );
+    assert!(
+        unjustified.is_empty(),
+        "unsafe without a SAFETY: comment:\n{}",
+        unjustified.join("\n")
+    );
+}
+
+/// The SAFETY scan on planted lines: a bare `unsafe` block is caught, one with its reason just
+/// above is not, and prose about unsafe in a comment is not code.
+#[test]
+fn the_safety_scan_catches_a_bare_unsafe() {
+    let src = "fn a() {\n    // SAFETY: the fd is ours.\n    unsafe { close(3) };\n}\n\
+               // calling unsafe { x } here is prose\n\
+               fn b() {\n    let x = 1;\n    let y = 2;\n    let z = 3;\n    let w = 4;\n    unsafe { close(4) };\n}\n";
+    let found = unsafe_without_safety(src);
+    assert_eq!(
+        found,
+        vec![(11, "unsafe { close(4) };".to_string())],
+        "{found:?}"
+    );
+}
+
+/// The module a source file is, inside its crate: `src/lib.rs` → "", `src/a.rs` → "a",
+/// `src/a/b.rs` and `src/a/b/mod.rs` → "a::b".
+fn module_of(src_dir: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src_dir).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The code of a file without its trailing `#[cfg(test)] mod …` (tests may reach anywhere) and
+/// without comments (a doc link to ``[`crate::usage`]`` imports nothing).
+fn non_test_code(src: &str) -> String {
+    let mut at = 0;
+    let mut code = src;
+    for l in src.split_inclusive('\n') {
+        if l.trim() == "#[cfg(test)]" && src[at + l.len()..].trim_start().starts_with("mod ") {
+            code = &src[..at];
+            break;
+        }
+        at += l.len();
+    }
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The crate modules a file's code names (`crate::a::…`, `use crate::{a, b::c}`, `super::x`),
+/// resolved to the modules that exist (`a::b` when it is a file, else `a`); the crate root and
+/// the file's own module are left out.
+fn modules_named(code: &str, me: &str, modules: &[String]) -> std::collections::BTreeSet<String> {
+    let mut paths: Vec<String> = Vec::new();
+    let parent = me.rsplit_once("::").map_or("", |(p, _)| p).to_string();
+    let bytes = code.as_bytes();
+    for (key, base) in [("crate::", String::new()), ("super::", parent)] {
+        let mut i = 0;
+        while let Some(off) = code[i..].find(key) {
+            let start = i + off + key.len();
+            i = start;
+            // Not the tail of another path (`foo_crate::`).
+            let before = (i - key.len()).checked_sub(1).map(|b| bytes[b]);
+            if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                continue;
+            }
+            let prefix = if base.is_empty() {
+                String::new()
+            } else {
+                format!("{base}::")
+            };
+            if code[start..].starts_with('{') {
+                // A use group: its top-level entries.
+                let mut depth = 0;
+                let mut entry = String::new();
+                for ch in code[start + 1..].chars() {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            paths.push(format!("{prefix}{}", entry.trim()));
+                            entry.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    entry.push(ch);
+                }
+                paths.push(format!("{prefix}{}", entry.trim()));
+            } else {
+                let p: String = code[start..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                paths.push(format!("{prefix}{p}"));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for p in paths {
+        let segs: Vec<&str> = p.split("::").filter(|s| !s.is_empty()).collect();
+        // The longest prefix of the path that is a module file.
+        for n in (1..=segs.len()).rev() {
+            let m = segs[..n].join("::");
+            if modules.contains(&m) {
+                if m != me {
+                    out.insert(m);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// A cycle in `edges` (module → modules it names), as the modules along it, if there is one.
+fn find_cycle(
+    edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        state: &mut std::collections::BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|s| s == m).unwrap();
+                    let mut c = stack[at..].to_vec();
+                    c.push(m.clone());
+                    return Some(c);
+                }
+                0 => {
+                    if let Some(c) = visit(m, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = std::collections::BTreeMap::new();
+    for n in edges.keys() {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(n, edges, &mut state, &mut stack) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// The import graph of one crate's files (tests and the crate root left out).
+fn crate_imports(
+    src_dir: &Path,
+    files: &[(PathBuf, String)],
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let modules: Vec<String> = files.iter().map(|(f, _)| module_of(src_dir, f)).collect();
+    let mut edges = std::collections::BTreeMap::new();
+    for (f, src) in files {
+        let me = module_of(src_dir, f);
+        if me.is_empty() || me == "tests" || me.ends_with("::tests") {
+            continue;
+        }
+        let named: std::collections::BTreeSet<String> =
+            modules_named(&non_test_code(src), &me, &modules)
+                .into_iter()
+                .filter(|m| m != "tests" && !m.ends_with("::tests"))
+                .collect();
+        edges.insert(me, named);
+    }
+    edges
+}
+
+/// Issue 35: within each crate, no two files import each other, directly or round a loop (a
+/// type both sides need has a home of its own: `identity.rs`, `volume.rs`, `capped.rs`, …).
+#[test]
+fn no_crate_has_an_import_circle_among_its_files() {
+    let mut circles = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    for src_dir in &crates {
+        let mut paths = Vec::new();
+        rust_files(src_dir, &mut paths);
+        let files: Vec<(PathBuf, String)> = paths
+            .into_iter()
+            .map(|p| {
+                let s = std::fs::read_to_string(&p).unwrap();
+                (p, s)
+            })
+            .collect();
+        if let Some(c) = find_cycle(&crate_imports(src_dir, &files)) {
+            circles.push(format!("{}: {}", src_dir.display(), c.join(" → ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files that import each other:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circle finder on a planted crate: the `evaluate ↔ text` circle this repository had is
+/// found; a `use` group, a `super::` path and a test module do not hide or invent one.
+#[test]
+fn the_circle_finder_catches_a_planted_circle() {
+    let src = Path::new("/x/src");
+    let file = |p: &str, s: &str| (src.join(p), s.to_string());
+    let circle = [
+        file(
+            "lib.rs",
+            "mod evaluate;\nmod text;\npub use evaluate::evaluate;\n",
+        ),
+        file(
+            "evaluate.rs",
+            "use crate::{text::{self, headline}, Data};\n",
+        ),
+        file("text.rs", "use crate::evaluate::Identity;\n"),
+    ];
+    let c = find_cycle(&crate_imports(src, &circle)).expect("the planted circle");
+    assert!(
+        c.contains(&"evaluate".to_string()) && c.contains(&"text".to_string()),
+        "{c:?}"
+    );
+    let nested = [
+        file("runtime.rs", "mod worker;\nuse crate::privilege::gate;\n"),
+        file(
+            "runtime/worker.rs",
+            "use super::*;\nfn f() { crate::parent::set(1) }\n",
+        ),
+        file("privilege.rs", "fn g() { crate::parent::die() }\n"),
+        file(
+            "parent.rs",
+            "use crate::Status;\n/// See [`crate::privilege`].\n",
+        ),
+    ];
+    assert_eq!(find_cycle(&crate_imports(src, &nested)), None);
+    let back = [
+        file("runtime.rs", "mod worker;\n"),
+        file("runtime/worker.rs", "use super::*;\n"),
+        file("privilege.rs", "fn g() { crate::runtime::worker::die() }\n#[cfg(test)]\nmod t { use crate::privilege::x; }\n"),
+        file("parent.rs", "fn h() { crate::privilege::g() }\n#[cfg(test)]\nmod tests { use crate::runtime::x; }\n"),
+    ];
+    // runtime::worker → runtime (super) is a child naming its parent, not a circle by itself…
+    assert_eq!(find_cycle(&crate_imports(src, &back)), None);
+    // …but a parent that names what names it back is.
+    let mut looped = back.to_vec();
+    looped[0] = file("runtime.rs", "mod worker;\nuse crate::parent::h;\n");
+    looped[3] = file("parent.rs", "fn h() { crate::runtime::worker::die() }\n");
+    let c = find_cycle(&crate_imports(src, &looped))
+        .expect("runtime::worker → runtime → parent → runtime::worker");
+    assert!(c.contains(&"parent".to_string()), "{c:?}");
+}

@@ -208,7 +208,7 @@ fn a_copy_keeps_only_the_capabilities_of_the_check_it_runs() {
     chmod(&fifo, 0o666);
     let copy = |name: &str| {
         let p = lab.path().join(name);
-        std::fs::copy(bin(PROGRAM), &p).unwrap();
+        e2e::copy_executable(&bin(PROGRAM), &p);
         std::os::unix::fs::chown(&p, Some(0), Some(AGENT_GID)).unwrap();
         chmod(&p, 0o750);
         let out = Cmd::new("setcap")

@@ -607,7 +607,7 @@ fn finding10_privilege_advice_says_what_failed() {
     std::fs::create_dir(&bin_dir).unwrap();
     std::fs::set_permissions(&bin_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let p = bin_dir.join("check_ro_pvc_mounts");
-    std::fs::copy(e2e::bin("check_ro_pvc_mounts"), &p).unwrap();
+    e2e::copy_executable(&e2e::bin("check_ro_pvc_mounts"), &p);
     std::os::unix::fs::chown(&p, Some(0), Some(AGENT_GID)).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
     let out = Cmd::new("setcap")

@@ -4,8 +4,11 @@
 //! non-OK finding has a `next:` step that names the right node (the scene's node for a node's
 //! check, the finding's own node otherwise), ends with its runbook `docs/runbooks/<signal>.md`,
 //! and holds commands between backticks that `sh -n` accepts exactly as printed, none of them
-//! with a `|` or its `¦` stand-in. The same checks' `-v`, `-vv` and `-vvv` add evidence,
-//! decisions and inputs in sentences, never a Rust debug dump.
+//! with a `|` or its `¦` stand-in, and none the runbook-only fallback (`plugin::report::NO_STEP`):
+//! every non-OK finding has a step of its own. The harness (`e2e::Cmd::run`) fails every test
+//! whose check prints that fallback, so every check's fixture-driven tests hold to it too. The
+//! same checks' `-v`, `-vv` and `-vvv` add evidence, decisions and inputs in sentences, never a
+//! Rust debug dump.
 
 use e2e::Cmd;
 use serde_json::Value;
@@ -82,6 +85,10 @@ fn sh_accepts(cmd: &str) -> Result<(), String> {
 
 /// A `next:` step judged: the runbook at its end, commands that parse, the node named.
 fn judge(check: &str, what: &str, next: &str, signal: &str, node: Option<&str>) {
+    assert!(
+        !plugin::report::shows_missing_step(next) && !next.starts_with(plugin::report::NO_STEP),
+        "{check} {what}: no step of its own, only the runbook: {next}"
+    );
     let runbook = format!(" — runbook: docs/runbooks/{signal}.md");
     assert!(
         next.ends_with(&runbook),
@@ -216,6 +223,36 @@ fn every_non_ok_finding_of_the_replay_has_its_next_step_and_runbook_in_json() {
             );
         }
     }
+}
+
+/// The harness fails every test whose check prints a non-OK finding without a step of its own
+/// (the `next:` line with only the runbook), whatever the format: the guard can fail, and lets a
+/// real step through.
+#[test]
+fn the_harness_fails_a_run_that_prints_a_finding_without_a_step() {
+    use plugin::{Finding, Status};
+    let bare = Finding::new(Status::Warning, "sdc has errors").signal("fs_errors");
+    let fallback = bare.next_line().expect("a next: line");
+    let with_step = bare
+        .clone()
+        .next(format!("on k8s02: {}", plugin::next::cordon("k8s02")))
+        .next_line()
+        .expect("a next: line");
+    let printed = |line: &str| {
+        let line = line.to_string();
+        std::panic::catch_unwind(move || {
+            Cmd::new("printf")
+                .arg("%s\\n")
+                .arg("CHECK WARNING - sdc has errors")
+                .arg("[WARNING] sdc has errors")
+                .arg(format!("    next: {line}"))
+                .arg(format!("{{\"next\":\"{line}\"}}"))
+                .run()
+        })
+    };
+    assert!(printed(&fallback).is_err(), "not caught: {fallback}");
+    let out = printed(&with_step).expect("a real step passes");
+    assert!(out.stdout.contains(&with_step), "{out:?}");
 }
 
 /// A label value of the exposition format, unescaped.

@@ -93,20 +93,12 @@ fn binaries_are_static_and_run_in_an_empty_chroot() {
     }
     let dir = tempfile::tempdir().unwrap();
     for c in all_checks() {
-        std::fs::copy(e2e::bin(&c), dir.path().join(&c)).unwrap();
-        // A fork in a concurrently running test can briefly hold the copy's write descriptor
-        // (until its exec closes it): exec then fails with ETXTBSY. Retry a bounded number of times.
-        let mut out = Cmd::new("true").run();
-        for _ in 0..100 {
-            out = Cmd::new("chroot")
-                .arg(dir.path())
-                .arg(format!("/{c}"))
-                .arg("--version")
-                .run();
-            if !out.stderr.contains("Text file busy") {
-                break;
-            }
-        }
+        e2e::copy_executable(&e2e::bin(&c), &dir.path().join(&c));
+        let out = Cmd::new("chroot")
+            .arg(dir.path())
+            .arg(format!("/{c}"))
+            .arg("--version")
+            .run();
         assert_eq!(out.code, 3, "{c} in an empty chroot: {out:?}");
         assert!(out.stdout.contains(&c));
     }

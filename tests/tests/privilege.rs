@@ -87,7 +87,7 @@ impl Lab {
         std::fs::create_dir_all(&sub).unwrap();
         chmod(&sub, 0o755);
         let p = sub.join(name);
-        std::fs::copy(bin(name), &p).unwrap();
+        e2e::copy_executable(&bin(name), &p);
         std::os::unix::fs::chown(&p, Some(0), Some(gid)).unwrap();
         chmod(&p, mode);
         let out = Cmd::new("setcap").arg(format!("{caps}=ep")).arg(&p).run();

@@ -106,7 +106,7 @@ fn prometheus_scraping_serve_raises_the_read_only_pv_alert_with_the_claim() {
     let w = node.work.path().join("serve");
     std::fs::create_dir_all(&w).unwrap();
     let program = w.join("k8s-storage-checks");
-    std::fs::copy(bin("k8s-storage-checks"), &program).unwrap();
+    e2e::copy_executable(&bin("k8s-storage-checks"), &program);
     // A check that never answers: it ignores its arguments and sleeps.
     let hang = node.plugin_dir.join("check_hang");
     std::fs::write(&hang, "#!/bin/sh\nexec sleep 600\n").unwrap();

@@ -16,6 +16,10 @@ struct Opt {
     takes_value: bool,
     multiple: bool,
     kind: String,
+    /// Not in `--help` (`--print-spec`, test hooks): no table row needed.
+    hidden: bool,
+    /// The `--help` section it is listed under (`Common options`, `Kubernetes API`, …).
+    heading: String,
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +51,8 @@ impl Spec {
                     takes_value: o["takes_value"].as_bool().unwrap(),
                     multiple: o["multiple"].as_bool().unwrap(),
                     kind: o["kind"].as_str().unwrap().to_string(),
+                    hidden: o["hidden"].as_bool().unwrap_or(false),
+                    heading: o["help_heading"].as_str().unwrap_or("").to_string(),
                 }
             })
             .collect();
@@ -529,6 +535,26 @@ fn role_argument_spec_covers_the_option_variables() {
 
 // ---- docs/checks/<check>.md ----------------------------------------------------------------
 
+/// The options an option table of a Markdown page names, as (name, shown with a value), from
+/// the first cell of each row that starts with an option (`| `-w/--warning`, `-c RANGE` | …`).
+fn table_options(page: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for line in page.lines() {
+        if !line.starts_with("| `-") {
+            continue;
+        }
+        let first_cell = line[1..].split(" |").next().unwrap_or("");
+        for code in first_cell.split('`').skip(1).step_by(2) {
+            let words: Vec<&str> = code.split_whitespace().collect();
+            let Some(first) = words.first() else { continue };
+            for name in first.split(['/', ',']).filter(|n| n.starts_with('-')) {
+                out.push((name.to_string(), words.len() > 1));
+            }
+        }
+    }
+    out
+}
+
 /// The option tables of each check's page, `docs/checks/<check>.md`, name options that check has,
 /// with a value where the table shows one; and every page has an option table.
 #[test]
@@ -539,32 +565,105 @@ fn docs_option_tables_name_options_each_check_has() {
         let page =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let spec = Spec::of(&c);
-        let mut rows = 0;
-        for line in page.lines() {
-            if !line.starts_with("| `-") {
-                continue;
-            }
-            rows += 1;
-            let first_cell = line[1..].split(" |").next().unwrap_or("");
-            for code in first_cell.split('`').skip(1).step_by(2) {
-                let words: Vec<&str> = code.split_whitespace().collect();
-                let value = words.len() > 1;
-                for name in words[0].split(['/', ',']).filter(|n| n.starts_with('-')) {
-                    let u = Use {
-                        place: format!("docs/checks/{c}.md table"),
-                        option: name.to_string(),
-                        value: value.then_some(true),
-                        repeat: false,
-                    };
-                    all.extend(problems(&spec, &[u]));
-                }
-            }
+        let rows = table_options(&page);
+        for (name, value) in &rows {
+            let u = Use {
+                place: format!("docs/checks/{c}.md table"),
+                option: name.clone(),
+                value: value.then_some(true),
+                repeat: false,
+            };
+            all.extend(problems(&spec, &[u]));
         }
-        if rows == 0 {
+        if rows.is_empty() {
             all.push(format!("docs/checks/{c}.md has no option table"));
         }
     }
     assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+/// The options of `spec` that `--help` offers and no table documents (pure): every one must have
+/// a row in the check's page (`page`); the `Common options` every check takes (`-t`, `-v`,
+/// `--format` …) may have theirs in the common table instead (`common`, docs/checks/README.md).
+fn undocumented(spec: &Spec, page: &str, common: &str) -> Vec<String> {
+    let rows: Vec<String> = table_options(page).into_iter().map(|(n, _)| n).collect();
+    let shared: Vec<String> = table_options(common).into_iter().map(|(n, _)| n).collect();
+    spec.settings()
+        .filter(|o| !o.hidden)
+        .filter(|o| {
+            let in_rows = |rows: &[String]| o.names.iter().any(|n| rows.contains(n));
+            !(in_rows(&rows) || (o.heading == "Common options" && in_rows(&shared)))
+        })
+        .map(|o| {
+            format!(
+                "docs/checks/{}.md: no option table row for {} ({}, under \"{}\" in --help)",
+                spec.binary,
+                o.names.join("/"),
+                o.kind,
+                o.heading
+            )
+        })
+        .collect()
+}
+
+/// The converse of the test above: every option a check's `--help` offers (the hidden ones
+/// excepted) has its row in the check's page, `docs/checks/<check>.md` (the common options in
+/// docs/checks/README.md's table).
+#[test]
+fn every_option_a_check_offers_has_its_row_in_the_docs() {
+    let common = std::fs::read_to_string(workspace_root().join("docs/checks/README.md")).unwrap();
+    let mut all = Vec::new();
+    let mut n = 0;
+    for c in all_checks() {
+        let path = workspace_root().join(format!("docs/checks/{c}.md"));
+        let page =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let spec = Spec::of(&c);
+        n += spec.settings().filter(|o| !o.hidden).count();
+        all.extend(undocumented(&spec, &page, &common));
+    }
+    assert!(n > 100, "only {n} options seen");
+    assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+/// The converse checker catches an option the page's table lost (a row deleted, or an option
+/// added to the check and not to its page), and the common table covers only common options.
+#[test]
+fn an_option_missing_from_its_page_is_caught() {
+    let spec = Spec::of("check_stuck_terminating");
+    let page =
+        std::fs::read_to_string(workspace_root().join("docs/checks/check_stuck_terminating.md"))
+            .unwrap();
+    let common = std::fs::read_to_string(workspace_root().join("docs/checks/README.md")).unwrap();
+    assert_eq!(undocumented(&spec, &page, &common), Vec::<String>::new());
+    // One row less: that option is named.
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| `--namespace"))
+        .expect("the page has a --namespace row");
+    let cut = page.replace(&format!("{row}\n"), "");
+    let p = undocumented(&spec, &cut, &common);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with(
+            "docs/checks/check_stuck_terminating.md: no option table row for --namespace"
+        ),
+        "{p:?}"
+    );
+    // An option named only in the common table is not documented unless it is a common one.
+    let cut_common = format!("{common}\n| `--namespace NS` | moved here |\n");
+    assert_eq!(undocumented(&spec, &cut, &cut_common), p);
+    // A common option missing from the common table and the page is caught too.
+    let no_timeout: String = common
+        .lines()
+        .filter(|l| !l.starts_with("| `-t, --timeout"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = undocumented(&spec, &page, &no_timeout);
+    assert!(
+        p.len() == 1 && p[0].contains("no option table row for --timeout/-t"),
+        "{p:?}"
+    );
 }
 
 // ---- the test's own fixture: a renamed option is caught -------------------------------------

@@ -3,6 +3,7 @@
 //! gather (`gather.rs`: sysfs, the device-usage map) → evaluate (`evaluate.rs` over all sessions,
 //! `session.rs` for one; pure, every decision) → the plugin runtime renders. See `node::iscsi`
 //! for the sysfs layout.
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

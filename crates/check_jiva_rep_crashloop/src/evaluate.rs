@@ -148,7 +148,10 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
         } else {
             format!("{}, not ready", r.phase)
         };
-        text.push_str(&format!("{state}, {} restarts", r.restarts));
+        text.push_str(&format!(
+            "{state}, {}",
+            plugin::count(r.restarts as usize, "restart", "restarts")
+        ));
         if let Some(u) = unhealthy {
             text.push_str(&format!(", unhealthy {}", dur(u)));
         }
@@ -165,10 +168,10 @@ pub fn evaluate(d: &Data, o: &Policy, now: Time) -> Report {
             crashlooping += 1;
             status = status.worst(s);
             summary_parts.push(format!(
-                "{}{} crash-looping ({} restarts{})",
+                "{}{} crash-looping ({}{})",
                 if r.controller { "controller " } else { "" },
                 r.name,
-                r.restarts,
+                plugin::count(r.restarts as usize, "restart", "restarts"),
                 unhealthy
                     .map(|u| format!(", unhealthy {}", dur(u)))
                     .unwrap_or_default()

@@ -5,6 +5,7 @@
 //! README's table): replicas are found by label *and* by either naming scheme (CSI
 //! `<pv>-jiva-rep-N` StatefulSet pods, legacy `<pv>-rep-…` Deployment pods), and every volume is
 //! judged by how many of its replicas are healthy.
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

@@ -328,3 +328,32 @@ fn selector_and_name_regex_widen() {
     assert!(Opts::try_parse_from(["x", "--name-regex", "("]).is_err());
     assert!(Opts::try_parse_from(["x", "--selector", "a in b"]).is_err());
 }
+
+/// Issue 26, count nouns: one restart is "1 restart", in the finding and the summary.
+#[test]
+fn one_restart_is_said_in_the_singular() {
+    let o = opts(&[]);
+    let pods = [
+        pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+        pod(&format!("{PV}-jiva-rep-1"), &csi_labels(), Some((1, 300))),
+    ];
+    let r = evaluate(&data(&pods, &o), &o.policy(), now());
+    assert!(
+        r.summary
+            .starts_with(&format!("{PV}-jiva-rep-1 crash-looping (1 restart, ")),
+        "{}",
+        r.summary
+    );
+    let texts: Vec<&str> = r.findings.iter().map(|f| f.text.as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("CrashLoopBackOff, 1 restart, ")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("Ready, 0 restarts")),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t.contains("1 restarts")), "{texts:?}");
+}

@@ -4,6 +4,7 @@
 //! on the node. Phases: [`gather`] (journal, files, stdin; resumable with `--state-dir`) →
 //! [`evaluate()`] with a [`Policy`] built from the options (pure: per-volume aggregation over
 //! runs of failures, [`streak`]; words in `text`) → rendered by `plugin`.
+#![forbid(unsafe_code)]
 
 pub mod acc;
 pub mod evaluate;
@@ -14,12 +15,14 @@ pub mod streak;
 #[cfg(test)]
 mod tests;
 mod text;
+pub mod volume;
 
 pub use acc::{Folded, MAX_VOLUMES};
-pub use evaluate::{evaluate, volumes, Policy, VolumeState, MAX_BACKOFF_MS};
+pub use evaluate::{evaluate, volumes, Policy};
 pub use gather::{format_verdict, gather, zone, Data, SourceInfo, SourceState, DEFAULT_UNITS};
 pub use parse::Failure;
 pub use streak::{streaks, Streak, INITIAL_BACKOFF_MS};
+pub use volume::{VolumeState, MAX_BACKOFF_MS};
 
 use clap::Parser;
 use node::logs::time;

@@ -1,8 +1,8 @@
 //! The words of the answer: summary, findings and notes, kept apart from the decisions so that
 //! what the operator reads can be read in one place.
 
-use crate::evaluate::{secs, VolumeState};
 use crate::gather::SourceInfo;
+use crate::volume::{secs, VolumeState};
 use node::logs::time;
 use plugin::fmt_duration;
 

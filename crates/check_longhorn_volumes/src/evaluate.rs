@@ -273,6 +273,12 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
                 "no Longhorn volumes (volumes.longhorn.io {}) in the cluster: nothing to judge",
                 d.version
             )
+        } else if d.total_volumes == 1 {
+            format!(
+                "the cluster's only Longhorn volume is not {}: check --node (as Kubernetes \
+                 spells the node)",
+                d.scope
+            )
         } else {
             format!(
                 "none of the cluster's {} Longhorn volumes is {}: check --node (as Kubernetes \
@@ -525,12 +531,13 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
             let mut f = Finding::new(
                 by_range.worst(Status::Warning),
                 format!(
-                    "{head}: {}{since}, {healthy} of {wanted} replicas healthy{outside}{}",
+                    "{head}: {}{since}, {} healthy{outside}{}",
                     if v.robustness == "degraded" {
                         "degraded"
                     } else {
                         "short of replicas"
                     },
+                    plugin::count_of(healthy, wanted, "replica", "replicas"),
                     if rebuilding { ", rebuilding" } else { "" }
                 ),
             )
@@ -627,11 +634,11 @@ pub fn evaluate(d: &Data, th: &Thresholds, stuck_after: Duration, now: Time) -> 
     }
     let summary = if summary.is_empty() {
         format!(
-            "{} Longhorn volumes healthy {} ({} replicas, {} engines)",
-            d.volumes.len(),
+            "{} healthy {} ({}, {})",
+            plugin::count(d.volumes.len(), "Longhorn volume", "Longhorn volumes"),
             d.scope,
-            d.replicas.len(),
-            d.engines.len()
+            plugin::count(d.replicas.len(), "replica", "replicas"),
+            plugin::count(d.engines.len(), "engine", "engines")
         )
     } else {
         summary.join("; ")

@@ -6,6 +6,7 @@
 //! `volume.go`, `replica.go`, `engine.go`; the engine condition `FilesystemReadOnly` from
 //! longhorn-instance-manager `pkg/types`), read through the API version the server serves:
 //! v1beta2, else v1beta1.
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

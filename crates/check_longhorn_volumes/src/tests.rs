@@ -323,7 +323,7 @@ fn no_volumes_is_unknown_and_node_narrows() {
     d.only_node("worker-09");
     let r = eval(&d);
     assert_eq!(r.status, Status::Unknown);
-    assert!(r.summary.contains("none of the cluster's 1 Longhorn volumes is attached to or with a replica on node worker-09"), "{}", r.summary);
+    assert!(r.summary.contains("the cluster's only Longhorn volume is not attached to or with a replica on node worker-09"), "{}", r.summary);
     let mut d = healthy_set();
     d.volumes.clear();
     d.total_volumes = 0;
@@ -418,6 +418,61 @@ fn healthy_replica_ranges_escalate() {
         r.findings[0]
             .text
             .contains("short of replicas, 3 of 3 replicas healthy (outside -w 4:)"),
+        "{}",
+        r.findings[0].text
+    );
+}
+
+/// Issue 26, count nouns: one healthy volume with one replica and one engine is said so.
+#[test]
+fn one_volume_replica_and_engine_are_said_in_the_singular() {
+    let d = data(
+        volume("attached", "healthy", "Running"),
+        vec![replica(0, "worker-04", false)],
+        vec![engine(&[(0, "RW")], false)],
+    );
+    let r = eval(&d);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.summary.starts_with("1 Longhorn volume healthy ")
+            && r.summary.ends_with(" (1 replica, 1 engine)"),
+        "{}",
+        r.summary
+    );
+    let r = eval(&healthy_set());
+    assert!(
+        r.summary.starts_with("1 Longhorn volume healthy ")
+            && r.summary.ends_with(" (3 replicas, 1 engine)"),
+        "{}",
+        r.summary
+    );
+}
+
+/// Issue 26, count nouns: a volume of one replica short of a range is "1 of 1 replica healthy".
+#[test]
+fn one_wanted_replica_is_said_in_the_singular() {
+    let mut v = volume("attached", "healthy", "Running");
+    v["spec"]["numberOfReplicas"] = json!(1);
+    let d = data(
+        v,
+        vec![replica(0, "worker-04", false)],
+        vec![engine(&[(0, "RW")], false)],
+    );
+    let o = Opts::try_parse_from(["check_longhorn_volumes", "-w", "2:"]).unwrap();
+    let r = evaluate(
+        &d,
+        &o.thresholds.thresholds(),
+        Duration::from_secs(300),
+        now(),
+    );
+    assert_eq!(
+        signals(&r),
+        vec![("longhorn_volume_degraded", Status::Warning)]
+    );
+    assert!(
+        r.findings[0]
+            .text
+            .contains("short of replicas, 1 of 1 replica healthy (outside -w 2:)"),
         "{}",
         r.findings[0].text
     );

@@ -9,6 +9,7 @@
 //!
 //! gather (`gather.rs`) → evaluate (`evaluate.rs`, pure; the fit in `history.rs`) → the plugin
 //! runtime renders.
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

@@ -4,6 +4,7 @@
 //! runtime renders. A PV filesystem counts as read-only when the *filesystem* can no longer be
 //! written, whatever way the running kernel shows it (see [`judge`]); a read-only *bind* (a
 //! `readOnly: true` volume) is not an alarm.
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

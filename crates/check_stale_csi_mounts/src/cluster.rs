@@ -2,7 +2,8 @@
 //! PVs and their attachments, kept as the compact plain data `evaluate` decides on. Each part is
 //! `None` when it was not supplied, so the check can say which cross-check it skipped.
 
-use crate::evaluate::{identify, is_staging};
+pub use crate::identity::PvInfo;
+use crate::identity::{identify, is_staging};
 use crate::{api_budget, CsiMount, Opts};
 use kube::Object;
 use plugin::{Ctx, Unknown};
@@ -14,16 +15,6 @@ pub struct PodInfo {
     pub name: String,
     /// `spec.nodeName`; `None` for a pod not scheduled yet.
     pub node: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PvInfo {
-    pub name: String,
-    /// `spec.csi.driver` / `spec.csi.volumeHandle` (absent for non-CSI PVs).
-    pub driver: Option<String>,
-    pub volume_handle: Option<String>,
-    /// `spec.claimRef` as `namespace/name` (a bound PV).
-    pub claim: Option<(String, String)>,
 }
 
 /// The shared resolver's [`kube::Names`] from what the cross-checks already read (no further
@@ -261,7 +252,7 @@ pub fn from_api(
     check(&mut objects)?;
 
     // The PVs: by name where the mounts tell it, else all of them.
-    let local = identify(mounts, &ClusterView::local_only(node));
+    let local = identify(mounts, None);
     let unnamed: Vec<&CsiMount> = mounts
         .iter()
         .zip(&local)
@@ -312,7 +303,7 @@ pub fn from_api(
         pvs: Some(objects.pvs.clone()),
         ..ClusterView::local_only(node)
     };
-    let ids = identify(mounts, &partial);
+    let ids = identify(mounts, partial.pvs.as_deref());
     let mut all_attachments = false;
     let mut asked = std::collections::BTreeSet::new();
     let mut wanted = Vec::new();

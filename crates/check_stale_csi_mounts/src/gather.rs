@@ -2,7 +2,7 @@
 //! cluster view and the probes; the result is plain [`Data`] for `evaluate`.
 
 use crate::cluster::{self, ClusterView};
-use crate::evaluate::{identify, selected};
+use crate::identity::{identify, selected};
 use crate::Opts;
 use node::kubelet::{Kind, VolData};
 use node::probe::Outcome;
@@ -66,7 +66,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     read_vol_data(&host, own, &mut mounts, ctx)?;
     let cluster = cluster::view(opts, &host, &mounts, ctx)?;
 
-    let ids = identify(&mounts, &cluster);
+    let ids = identify(&mounts, cluster.pvs.as_deref());
     for (m, id) in mounts.iter_mut().zip(&ids) {
         m.selected = selected(m, id, &opts.filter.include, &opts.filter.exclude);
     }

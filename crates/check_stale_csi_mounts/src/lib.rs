@@ -5,15 +5,20 @@
 //! [`gather`] (mount table, vol_data.json, cluster view, bounded-time probes) → [`evaluate`]
 //! (pure, on [`Data`] and a [`Policy`]) → rendering by `plugin`; the text of findings is in
 //! `text`.
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 mod evaluate;
 mod gather;
+pub mod identity;
+pub mod problem;
 mod text;
 
 pub use cluster::ClusterView;
-pub use evaluate::{evaluate, identify, problems, selected, Identity, Problem};
+pub use evaluate::evaluate;
 pub use gather::{api_budget, gather, probe_budget, CsiMount, Data, MAX_PARALLEL};
+pub use identity::{identify, selected, Identity};
+pub use problem::{problems, Problem};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};

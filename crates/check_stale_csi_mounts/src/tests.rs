@@ -453,7 +453,7 @@ fn staging_is_published_by_device_or_by_pv_name() {
         pod_mount("u-1", "pvc-b", (0, 52), ok()),
     ];
     let d = data(ms, ClusterView::local_only(NODE));
-    let ids = identify(&d.mounts, &d.cluster);
+    let ids = identify(&d.mounts, d.cluster.pvs.as_deref());
     assert_eq!(ids[0].pv.as_deref(), Some("pvc-b"));
     assert_eq!(ids[0].pv_from, "pod mount");
     assert_eq!(evaluate(&d, &policy(&[])).status, Status::Ok);
@@ -483,14 +483,14 @@ fn staging_pv_from_the_pv_list_by_hash_then_the_handle() {
         }],
         vec![],
     );
-    let ids = identify(std::slice::from_ref(&m), &view);
+    let ids = identify(std::slice::from_ref(&m), view.pvs.as_deref());
     assert_eq!(
         (ids[0].pv.as_deref(), ids[0].pv_from),
         (Some("pvc-z"), "PV list")
     );
     // Neither: the volume handle from vol_data.json stands in.
     let m = staging("vol-123", None, (8, 48), ok());
-    let ids = identify(&[m], &ClusterView::local_only(NODE));
+    let ids = identify(&[m], ClusterView::local_only(NODE).pvs.as_deref());
     assert_eq!(
         (ids[0].pv.as_deref(), ids[0].pv_from),
         (Some("vol-123"), "volumeHandle")
@@ -537,7 +537,7 @@ fn old_staging_scheme_and_block_mode() {
 #[test]
 fn include_and_exclude_match_mount_point_pv_or_driver() {
     let ms = healthy_pair();
-    let ids = identify(&ms, &ClusterView::local_only(NODE));
+    let ids = identify(&ms, ClusterView::local_only(NODE).pvs.as_deref());
     let re = |s: &str| vec![Regex::new(s).unwrap()];
     assert!(selected(&ms[1], &ids[1], &[], &[]));
     assert!(!selected(&ms[1], &ids[1], &[], &re("^pvc-a$")));

@@ -1,7 +1,8 @@
 //! The words of the findings: headlines, hints, who a mount is for, the summary's class names.
 
 use crate::cluster::ClusterView;
-use crate::evaluate::{is_pod_mount, Identity, Problem};
+use crate::identity::{is_pod_mount, Identity};
+use crate::problem::Problem;
 use crate::CsiMount;
 use node::kubelet::Kind;
 

@@ -302,7 +302,10 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
         "in the kernel log".to_string()
     };
     let summary = if parts.is_empty() {
-        format!("no storage errors {window} ({} records read)", data.records)
+        format!(
+            "no storage errors {window} ({} read)",
+            plugin::count(data.records as usize, "record", "records")
+        )
     } else {
         let more = if parts.len() > 3 {
             format!("; and {} more", parts.len() - 3)
@@ -325,8 +328,8 @@ pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> R
         if status == Status::Ok {
             report.status = Status::Unknown;
             report.summary = format!(
-                "could not read the whole kernel log before the deadline ({} records read, no storage errors in them)",
-                data.records
+                "could not read the whole kernel log before the deadline ({} read, no storage errors in them)",
+                plugin::count(data.records as usize, "record", "records")
             );
         }
     }

@@ -416,8 +416,12 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     if let (Some(a), Some(f)) = (after, pass.first_seq) {
         if f > a + 1 {
             data.notes.push(format!(
-                "{} records were overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
-                f - a - 1,
+                "{} overwritten in the ring buffer between runs (sequence {} to {}): run the check more often",
+                if f - a - 1 == 1 {
+                    "1 record was".to_string()
+                } else {
+                    format!("{} records were", f - a - 1)
+                },
                 a + 1,
                 f - 1
             ));

@@ -3,6 +3,7 @@
 //! gather (`gather.rs`: read /dev/kmsg, classify records with `classify.rs`, map devices to
 //! mounts and PVs; resumable with `--state-dir`) → evaluate (`evaluate.rs`, pure: aggregation
 //! per category and device, status) → the plugin runtime renders.
+#![forbid(unsafe_code)]
 
 pub mod classify;
 mod evaluate;

@@ -39,6 +39,18 @@ fn quiet_log_is_ok_with_every_counter() {
     assert!(r
         .summary
         .contains("no storage errors in the last 15m (100 records read)"));
+    // Count nouns (issue 26): one record is "1 record".
+    let one = Data {
+        records: 1,
+        ..data(vec![])
+    };
+    let r1 = evaluate(&one, 15 * MIN, 100 * MIN);
+    assert!(
+        r1.summary
+            .contains("no storage errors in the last 15m (1 record read)"),
+        "{}",
+        r1.summary
+    );
     // One counter per category (a recovery record is not one), the records read, and the
     // headline count -w/-c apply to.
     let counters = Category::ALL.iter().filter(|c| !c.is_recovery()).count();

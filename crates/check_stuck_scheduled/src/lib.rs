@@ -8,6 +8,7 @@
 //!   `PodInitializing` (newer kubelets publish those statuses at once);
 //!
 //! for longer than the thresholds (`-w 5m -c 10m`), measured from the PodScheduled transition.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
@@ -145,8 +146,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     let young = d.found.len() - stuck.pods.len() + d.young;
     let summary = if stuck.count() == 0 {
         let mut s = format!(
-            "no pod stuck after scheduling ({} pods {})",
-            d.pods, d.scope
+            "no pod stuck after scheduling ({} {})",
+            plugin::count(d.pods, "pod", "pods"),
+            d.scope
         );
         if young > 0 {
             s.push_str(&format!(

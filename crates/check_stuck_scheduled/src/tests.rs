@@ -151,7 +151,7 @@ fn ok_summary_and_events_shown() {
     let o = policy(&[]);
     let r = evaluate(&data(&[pending("a", 2, "")]), &o, now());
     assert_eq!(r.status, Status::Ok);
-    assert!(r.summary.contains("no pod stuck after scheduling (1 pods on node worker-04), 1 pending without containers for less than 5m"), "{}", r.summary);
+    assert!(r.summary.contains("no pod stuck after scheduling (1 pod on node worker-04), 1 pending without containers for less than 5m"), "{}", r.summary);
     assert_eq!(
         r.perfdata.iter().map(|p| p.render()).collect::<Vec<_>>(),
         [

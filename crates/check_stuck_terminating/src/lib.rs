@@ -9,6 +9,7 @@
 //! only) the latest teardown failure among its events (`FailedKillPod`, `FailedUnmount`, or any
 //! message with `UnmountVolume.TearDown failed`). When that message names a pod volume mount path
 //! (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`), a hint line gives the recovery step.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
@@ -175,8 +176,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
     let n_term = scan.found.len() + scan.young + scan.more.count;
     let summary = if wedged.count() == 0 {
         let mut s = format!(
-            "no pod wedged in Terminating ({} pods {}",
-            scan.pods, scan.scope
+            "no pod wedged in Terminating ({} {}",
+            plugin::count(scan.pods, "pod", "pods"),
+            scan.scope
         );
         if n_term > 0 {
             s.push_str(&format!(

@@ -213,9 +213,20 @@ fn next_step(signal: &str, server: &str, ns: &str, name: &str) -> String {
             ])
         );
     }
+    // The node of that API server is not in the finding (the server is an address): NODE.
+    let cordon = cmd(&["kubectl", "cordon", "NODE"]);
+    let uncordon = cmd(&["kubectl", "uncordon", "NODE"]);
     format!(
-        "compare etcd's copy, {quorum}, with the watch cache's, {cached}; a watch cache that stays behind is fixed by restarting that API server (microk8s: {}, k3s: {}, kubeadm and Talos: its static pod, see the runbook)",
+        "compare etcd's copy, {quorum}, with the watch cache's, {cached}; a watch cache that stays \
+         behind is fixed by restarting that API server, on its node after {cordon} (the restart \
+         may move Jiva controllers): microk8s {} then {}, k3s {}, k0s {}, kubeadm {} (the \
+         kubelet starts the static pod again), Talos {} then {} (ID: the kube-apiserver line's); once it is OK again: {uncordon}",
+        cmd(&["sudo", "snap", "restart", "microk8s.daemon-k8s-dqlite"]),
         cmd(&["sudo", "snap", "restart", "microk8s.daemon-kubelite"]),
-        cmd(&["sudo", "systemctl", "restart", "k3s"])
+        cmd(&["sudo", "systemctl", "restart", "k3s"]),
+        cmd(&["sudo", "systemctl", "restart", "k0scontroller"]),
+        plugin::next::sh("sudo crictl stop $(sudo crictl ps --name kube-apiserver -q)"),
+        cmd(&["talosctl", "-n", "NODE", "containers", "-k"]),
+        plugin::next::sh("talosctl -n NODE restart -k ID"),
     )
 }

@@ -11,6 +11,7 @@
 //! WARNING: lag beyond `-w`; UNKNOWN: the write (or every read) failed.
 //!
 //! [`Opts::gather`] (write, then RV=0 reads) → [`evaluate`] (pure, on [`Data`] and a [`Policy`]).
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;

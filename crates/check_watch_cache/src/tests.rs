@@ -143,6 +143,33 @@ fn not_reflected_is_critical_with_the_wait_as_lag() {
     assert!(r.findings[0].text.contains("older nonce 0.1-9"));
 }
 
+/// Issue 26: a stale or lagging watch cache's step says how to restart that API server on every
+/// distribution, cordon first and uncordon after, each command pasteable as printed.
+#[test]
+fn a_stale_cache_step_restarts_the_api_server_per_distribution() {
+    let r = evaluate(&data(vec![(A, stale(30)), (B, seen(9000))]), &policy(&[]));
+    assert!(r.findings_without_step().is_empty(), "{:?}", r.findings);
+    for f in r.findings.iter().filter(|f| f.status != Status::Ok) {
+        let next = f.next.as_deref().unwrap();
+        for want in [
+            "`kubectl cordon NODE`",
+            "`sudo snap restart microk8s.daemon-k8s-dqlite`",
+            "`sudo snap restart microk8s.daemon-kubelite`",
+            "`sudo systemctl restart k3s`",
+            "`sudo systemctl restart k0scontroller`",
+            "`sudo crictl stop $(sudo crictl ps --name kube-apiserver -q)`",
+            "`talosctl -n NODE restart -k ID`",
+            "`kubectl uncordon NODE`",
+        ] {
+            assert!(next.contains(want), "{want} not in {next}");
+        }
+        assert!(!next.contains("see the runbook"), "{next}");
+        for c in plugin::next::commands(next) {
+            assert!(plugin::next::is_pasteable(c), "{c}");
+        }
+    }
+}
+
 #[test]
 fn failed_reads_are_unknown_and_keep_their_label_with_the_value_u() {
     let r = evaluate(

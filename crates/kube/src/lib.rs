@@ -22,6 +22,7 @@
 //!     None => kube::connect(&self.api, ctx)?.list_pods(&filter, |pod| pods.push(pod))?,
 //! };
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod args;
 pub mod client;

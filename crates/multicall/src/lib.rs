@@ -7,6 +7,7 @@
 //! before a check runs, a privileged copy drops every capability that check does not need
 //! ([`plugin::privilege::keep_only`]), so no name and no first argument can borrow a capability
 //! meant for another check.
+#![forbid(unsafe_code)]
 
 use clap::CommandFactory;
 

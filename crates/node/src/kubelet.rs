@@ -489,7 +489,7 @@ pub fn read_vol_data(host: &Host, mount_point: &Path) -> Result<Option<VolData>,
     };
     let real = host.mount_path(&p);
     // The file's size is not trusted: a file that never ends must not grow the check's memory.
-    match std::fs::File::open(&real).and_then(|f| plugin::mapped::read_capped(f, VOL_DATA_MAX)) {
+    match std::fs::File::open(&real).and_then(|f| plugin::capped::read_capped(f, VOL_DATA_MAX)) {
         Ok(None) => Err(format!("{}: too large for a vol_data.json", p.display())),
         Ok(Some(b)) => parse_vol_data(&String::from_utf8_lossy(&b))
             .map(Some)

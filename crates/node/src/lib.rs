@@ -29,7 +29,7 @@ const SMALL_MAX: u64 = 4096;
 /// `--sys`/`--host-root` it may be anything, `/dev/zero` included, and must not grow the memory).
 pub(crate) fn read_small(path: &std::path::Path) -> Option<String> {
     let f = std::fs::File::open(path).ok()?;
-    let b = plugin::mapped::read_capped(f, SMALL_MAX).ok()??;
+    let b = plugin::capped::read_capped(f, SMALL_MAX).ok()??;
     Some(String::from_utf8_lossy(&b).trim().to_string())
 }
 

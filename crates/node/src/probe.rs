@@ -141,7 +141,7 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
                     break;
                 }
                 // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+                let tid = nix::unistd::gettid().as_raw();
                 sh2.tids[i].store(tid, Ordering::SeqCst);
                 let t = sh2.base.elapsed().as_nanos() as u64 + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
@@ -637,7 +637,7 @@ mod tests {
         let mp = Path::new("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount");
         // This thread is alive but running, not in D: remembered, then not recalled, and the
         // marker is gone.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let tid = nix::unistd::gettid().as_raw();
         mem.remember("7:0", mp, tid, 1000).unwrap();
         let f = dir.join(Memory::name("7:0", mp));
         let m: Marker = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();

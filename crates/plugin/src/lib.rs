@@ -7,8 +7,10 @@
 //! deadline passes even if the gathering thread is stuck.
 
 pub mod args;
+pub mod capped;
 pub mod mapped;
 pub mod next;
+mod parent;
 pub mod privilege;
 pub mod range;
 pub mod render;

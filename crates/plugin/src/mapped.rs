@@ -86,14 +86,6 @@ impl Deref for FileBytes {
     }
 }
 
-/// All of `r` when it holds at most `max` bytes, else `None`: at most one byte more is read, so a
-/// source that never ends (`/dev/zero`, a FIFO) cannot grow the memory.
-pub fn read_capped(r: impl std::io::Read, max: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let mut v = Vec::new();
-    std::io::Read::read_to_end(&mut r.take(max + 1), &mut v)?;
-    Ok((v.len() as u64 <= max).then_some(v))
-}
-
 /// The bytes of `path`, without copying a large regular file into the heap. The path may be one a
 /// user named (`--mountinfo`, `--pods-json`): it is opened with the caller's privilege
 /// ([`crate::privilege`]).

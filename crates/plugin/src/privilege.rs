@@ -242,7 +242,7 @@ impl Level {
         d[1].effective = (self.effective >> 32) as u32 & d[1].permitted;
         let ok = capset(&d);
         // A change of filesystem ids or capabilities clears this thread's parent-death signal.
-        crate::runtime::die_with_parent();
+        crate::parent::die_with_parent();
         Level::current() == *self && ok
     }
 }
@@ -332,7 +332,7 @@ pub const READ_WHOLE_MAX: u64 = 16 << 20;
 /// [`READ_WHOLE_MAX`] bytes (one more is read to tell, so `/dev/zero` or a FIFO that never ends
 /// cannot grow the memory): past it, an `InvalidData` error naming the cap.
 pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    crate::mapped::read_capped(open(path)?, READ_WHOLE_MAX)?.ok_or_else(|| {
+    crate::capped::read_capped(open(path)?, READ_WHOLE_MAX)?.ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(

@@ -1119,6 +1119,50 @@ mod tests {
         }
     }
 
+    /// The guard against a non-OK finding without a step (issue 26) can fail: a finding whose
+    /// check gave it none is found in the report and in the answer of every format, and one
+    /// with its step, or an OK one, is not.
+    #[test]
+    fn a_non_ok_finding_without_a_step_is_caught_in_the_report_and_every_format() {
+        use crate::report::{shows_missing_step, NO_STEP};
+        let with_step = Finding::new(Status::Critical, "pvc-a read-only")
+            .signal("remounted_ro")
+            .subject(Subject::new().node("k8s02").pv("pvc-a"))
+            .next(format!("on k8s02: {} first", crate::next::cordon("k8s02")));
+        let ok = Finding::new(Status::Ok, "pvc-c fine").signal("writable");
+        let good = Report::new(Status::Critical, "x")
+            .finding(with_step.clone())
+            .finding(ok.clone());
+        assert!(good.findings_without_step().is_empty());
+        for format in [Format::Nagios, Format::Json, Format::Prometheus] {
+            let out = render(&good, format, &opts(65536, 1));
+            assert!(!shows_missing_step(&out), "{format:?}: {out}");
+        }
+        for status in [Status::Warning, Status::Critical, Status::Unknown] {
+            let bare = Finding::new(status, "sdc has errors")
+                .signal("fs_errors")
+                .subject(Subject::new().device("sdc"));
+            assert!(bare.lacks_step());
+            let bad = good.clone().finding(bare);
+            let missing = bad.findings_without_step();
+            assert_eq!(missing.len(), 1, "{status:?}");
+            assert_eq!(missing[0].text, "sdc has errors");
+            for format in [Format::Nagios, Format::Json, Format::Prometheus] {
+                let out = render(&bad, format, &opts(65536, 0));
+                assert!(
+                    shows_missing_step(&out),
+                    "{status:?} {format:?}: the fallback is not seen in {out}"
+                );
+                assert!(out.contains(NO_STEP), "{format:?}");
+            }
+        }
+        // Without a signal a non-OK finding prints no `next:` line at all: still found in the
+        // report.
+        let nameless = Finding::new(Status::Warning, "odd");
+        assert!(nameless.lacks_step() && nameless.next_line().is_none());
+        assert!(!ok.lacks_step() && !with_step.lacks_step());
+    }
+
     fn series(out: &str, metric: &str) -> Vec<String> {
         out.lines()
             .filter(|l| l.starts_with(&format!("{metric}{{")))

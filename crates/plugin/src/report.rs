@@ -272,6 +272,20 @@ pub struct Finding {
     pub runbook: String,
 }
 
+/// What the `next:` line of a non-OK finding says when its check gave it no step of its own:
+/// only the runbook. Every check gives each non-OK finding an explicit step (issue 26), so
+/// printing this is a bug: [`Finding::lacks_step`] and [`Report::findings_without_step`] find
+/// it in a report, [`shows_missing_step`] in any printed answer (text, JSON, Prometheus), and
+/// the tests fail on it (crates/plugin's own and the end-to-end harness, on every check's
+/// answer).
+pub const NO_STEP: &str = "see the runbook";
+
+/// True when a printed answer (any format) holds a `next:` line without a step of its own:
+/// [`NO_STEP`] followed by the runbook.
+pub fn shows_missing_step(output: &str) -> bool {
+    output.contains(&format!("{NO_STEP} — runbook: "))
+}
+
 /// Where a signal's runbook is: `docs/runbooks/<signal>.md`.
 pub fn runbook_of(signal: &str) -> String {
     format!("docs/runbooks/{signal}.md")
@@ -336,9 +350,14 @@ impl Finding {
         self.runbook = r.into();
         self
     }
+    /// True for a non-OK finding without a step of its own: a bug of its check (its `next:`
+    /// line would only say [`NO_STEP`], or be missing without a runbook).
+    pub fn lacks_step(&self) -> bool {
+        self.status != Status::Ok && self.next.is_none()
+    }
     /// The `next:` line's content as every format prints it: the step, then the runbook. A
-    /// non-OK finding with a signal but no step still names its runbook; a finding with
-    /// neither signal nor runbook has no line.
+    /// non-OK finding with a signal but no step (a bug: see [`NO_STEP`]) still names its
+    /// runbook; a finding with neither signal nor runbook has no line.
     pub fn next_line(&self) -> Option<String> {
         if self.runbook.is_empty() {
             return self.next.clone();
@@ -346,7 +365,7 @@ impl Finding {
         match (&self.next, self.status) {
             (Some(n), _) => Some(format!("{n} — runbook: {}", self.runbook)),
             (None, Status::Ok) => None,
-            (None, _) => Some(format!("see the runbook — runbook: {}", self.runbook)),
+            (None, _) => Some(format!("{NO_STEP} — runbook: {}", self.runbook)),
         }
     }
 }
@@ -505,6 +524,12 @@ impl Report {
     pub fn note(mut self, n: impl Into<String>) -> Self {
         self.notes.push(n.into());
         self
+    }
+
+    /// The non-OK findings without a step of their own ([`Finding::lacks_step`]): none in the
+    /// answer of any check (the tests fail on one).
+    pub fn findings_without_step(&self) -> Vec<&Finding> {
+        self.findings.iter().filter(|f| f.lacks_step()).collect()
     }
 
     /// Raise the status to at least `s`.

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 mod spec;
 mod worker;
 use spec::print_spec;
-pub(crate) use worker::die_with_parent;
 use worker::{install_panic_hook, run_forked, send, MSG_STAGE};
 
 /// `-t SECONDS[:STATE]`: the watchdog deadline and the state reported when it fires.

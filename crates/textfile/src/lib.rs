@@ -205,7 +205,7 @@ pub fn run_job_capped(job: &Job, kill_after: Duration, output_max: u64) -> Strin
     // more than the cap.
     let reader = std::thread::spawn(move || {
         // A read error keeps what the check's exit code and status series say (none: UNKNOWN).
-        plugin::mapped::read_capped(&mut stdout, output_max).unwrap_or(Some(Vec::new()))
+        plugin::capped::read_capped(&mut stdout, output_max).unwrap_or(Some(Vec::new()))
     });
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();

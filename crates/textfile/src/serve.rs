@@ -146,7 +146,7 @@ pub fn schedule(o: &ServeOpts) -> Result<Vec<Scheduled>, String> {
     if let Some(path) = &o.config {
         let f =
             std::fs::File::open(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
-        let text = plugin::mapped::read_capped(f, 1 << 20)
+        let text = plugin::capped::read_capped(f, 1 << 20)
             .map_err(|e| format!("--config {}: {e}", path.display()))?
             .ok_or_else(|| format!("--config {}: more than 1 MiB", path.display()))?;
         let c: ServeConfig = serde_yaml_ng::from_slice(&text)

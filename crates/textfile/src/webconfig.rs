@@ -49,7 +49,7 @@ const FILE_MAX: u64 = 1 << 20;
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
-    match plugin::mapped::read_capped(f, FILE_MAX) {
+    match plugin::capped::read_capped(f, FILE_MAX) {
         Ok(Some(v)) => Ok(v),
         Ok(None) => Err(format!(
             "{what} {}: more than {} KiB",

@@ -373,17 +373,15 @@ pub fn split_records(all: &[u8]) -> Vec<&[u8]> {
     out
 }
 
-fn clock_us(id: libc::clockid_t) -> i64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000 + ts.tv_nsec as i64 / 1000
+fn clock_us(id: nix::time::ClockId) -> i64 {
+    // Both clocks exist on every Linux; an error (none is documented for them) reads as 0.
+    nix::time::clock_gettime(id).map_or(0, |ts| ts.tv_sec() * 1_000_000 + ts.tv_nsec() / 1000)
 }
 
 /// (CLOCK_MONOTONIC now in µs, CLOCK_REALTIME now in ms): maps record timestamps to wall time.
 pub fn clocks() -> (u64, i64) {
-    let mono = clock_us(libc::CLOCK_MONOTONIC);
-    let real = clock_us(libc::CLOCK_REALTIME) / 1000;
+    let mono = clock_us(nix::time::ClockId::CLOCK_MONOTONIC);
+    let real = clock_us(nix::time::ClockId::CLOCK_REALTIME) / 1000;
     (mono.max(0) as u64, real)
 }
 

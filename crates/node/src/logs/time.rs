@@ -37,6 +37,8 @@ impl Tz for SystemTz {
         // time_t is 64-bit on every target this builds for (x86_64 glibc and musl); libc marks
         // the musl alias deprecated over 32-bit targets' change, so it is not named here.
         let t: i64 = utc_secs;
+        // SAFETY: libc::tm is integers and one pointer (tm_zone); all-zero is a valid value of
+        // each (a null tm_zone is never read here).
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
         // SAFETY: localtime_r reads one time_t (64-bit here, as `t`) and writes into the tm we
         // own; both pointers are valid.

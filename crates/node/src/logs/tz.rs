@@ -117,7 +117,7 @@ impl Zone {
     pub fn read(path: &Path) -> Result<Zone, String> {
         // The path may name anything (`/dev/zero`): read at most one byte past the cap.
         let b = std::fs::File::open(path)
-            .and_then(|f| plugin::mapped::read_capped(f, 1 << 20))
+            .and_then(|f| plugin::capped::read_capped(f, 1 << 20))
             .map_err(|e| format!("cannot read {}: {}", path.display(), plugin::errtext(&e)))?
             .ok_or_else(|| format!("{}: not a TZif file (too big)", path.display()))?;
         Zone::parse(&b).map_err(|e| format!("{}: {e}", path.display()))

@@ -2,6 +2,7 @@
 //! reporting its stage, result or panic through a pipe.
 
 use super::*;
+use crate::parent::die_with_parent;
 
 // Messages from the worker: one type byte, a u32 LE length, the payload.
 pub(super) const MSG_STAGE: u8 = b'S';
@@ -10,38 +11,6 @@ const MSG_PANIC: u8 = b'P';
 
 /// The worker's end of the pipe, for the panic hook (-1 in the parent).
 static WORKER_FD: AtomicI32 = AtomicI32::new(-1);
-
-/// In the worker, the pid of the process that forked it (0 everywhere else).
-static PARENT: AtomicI32 = AtomicI32::new(0);
-
-/// In the worker: have the kernel send it SIGKILL when its parent ends, however the parent ends
-/// (SIGKILL or SIGTERM to its pid alone, a crash), then make sure the parent has not ended already
-/// (it may have gone between `fork` and here, or between a credential change that cleared the
-/// setting and this call): the worker is never left to init holding a FIFO, a probe or a mount
-/// busy. Outside the worker it does nothing.
-///
-/// The kernel clears this setting on the calling thread whenever its filesystem ids or
-/// capabilities change, so [`crate::privilege`] calls this again after each such change.
-pub(crate) fn die_with_parent() {
-    let parent = PARENT.load(Ordering::SeqCst);
-    if parent == 0 {
-        return;
-    }
-    // SAFETY: prctl with a plain signal number; getppid and _exit have no preconditions.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
-        if libc::getppid() != parent {
-            // The parent is gone (this process was reparented): nobody reads the answer.
-            libc::_exit(Status::Unknown.code());
-        }
-    }
-}
 
 pub(super) fn send(fd: i32, kind: u8, payload: &[u8]) {
     let mut msg = Vec::with_capacity(payload.len() + 5);
@@ -90,7 +59,7 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
         return Status::Unknown.code();
     }
     if pid == 0 {
-        PARENT.store(parent, Ordering::SeqCst);
+        crate::parent::set(parent);
         die_with_parent();
         worker::<C>(opts, &common, rd, wr);
     }
@@ -312,7 +281,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
-            PARENT.store(parent, Ordering::SeqCst);
+            crate::parent::set(parent);
             die_with_parent();
             // SAFETY: leaving the child at once.
             unsafe { libc::_exit(if f() { 0 } else { 1 }) }
@@ -361,7 +330,7 @@ mod tests {
         assert!(pid >= 0);
         if pid == 0 {
             // Claim a parent that is not ours (pid 1 never forks us): as if it had ended.
-            PARENT.store(i32::MAX, Ordering::SeqCst);
+            crate::parent::set(i32::MAX);
             die_with_parent();
             // SAFETY: reached only if die_with_parent did not leave.
             unsafe { libc::_exit(0) }
