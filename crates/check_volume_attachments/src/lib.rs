@@ -7,6 +7,7 @@
 //! The Multi-Attach message formats are the attach/detach controller's (kubernetes
 //! `pkg/controller/volume/attachdetach/reconciler/reconciler.go`, `reportMultiAttachError`, and
 //! `generateVolumeMsg` in `pkg/volume/util/operationexecutor`).
+#![forbid(unsafe_code)]
 
 mod evaluate;
 mod gather;
