@@ -279,7 +279,7 @@ pub const CHECKS: [&str; 4] = [
 ];
 
 /// Every check of the suite: the engines instantiate a service for each (node and cluster ones).
-pub const ALL_CHECKS: [&str; 10] = [
+pub const ALL_CHECKS: [&str; 11] = [
     "check_ro_pvc_mounts",
     "check_pv_capacity",
     "check_stale_csi_mounts",
@@ -290,6 +290,7 @@ pub const ALL_CHECKS: [&str; 10] = [
     "check_stuck_terminating",
     "check_jiva_rep_crashloop",
     "check_watch_cache",
+    "check_volume_attachments",
 ];
 
 /// The log checks' `--window` on the test node (the role's `k8s_storage_checks_log_window`,
@@ -766,9 +767,10 @@ impl Node {
     /// Every command of the shipped nrpe.d file, as the role renders it for this node: the four of
     /// [`Node::nrpe_commands`] plus the other node checks (check_storage_kernel_errors on a kmsg
     /// record file with one harmless record, check_iscsi_sessions on this machine's sysfs, which
-    /// has no session, check_stuck_terminating against the API) and the two cluster-wide ones
+    /// has no session, check_stuck_terminating against the API) and the three cluster-wide ones
     /// (check_jiva_rep_crashloop with one healthy replica, check_watch_cache with its canary
-    /// ConfigMap served through a healthy watch cache), all OK: the engines instantiate every
+    /// ConfigMap served through a healthy watch cache, check_volume_attachments with no
+    /// VolumeAttachment: "0 VolumeAttachments"), all OK: the engines instantiate every
     /// shipped service, and these must stay quiet while the four incidents come and go.
     pub fn nrpe_commands_all(&self) -> BTreeMap<String, String> {
         let mut out = self.nrpe_commands();

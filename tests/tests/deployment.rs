@@ -162,7 +162,11 @@ const JOURNAL_PV: &str = "pvc-deploy-journal";
 
 /// The checks whose answer is the same from every node (the role installs them only on hosts
 /// with the cluster scope).
-const CLUSTER_WIDE: [&str; 2] = ["check_jiva_rep_crashloop", "check_watch_cache"];
+const CLUSTER_WIDE: [&str; 3] = [
+    "check_jiva_rep_crashloop",
+    "check_watch_cache",
+    "check_volume_attachments",
+];
 
 /// The status name of a check binary: check_ro_pvc_mounts → RO_PVC_MOUNTS.
 fn status_name(check: &str) -> String {
@@ -326,12 +330,13 @@ impl Drop for Machine {
 }
 
 /// The checks that only talk to the Kubernetes API.
-const API_CHECKS: [&str; 5] = [
+const API_CHECKS: [&str; 6] = [
     "check_stuck_scheduled",
     "check_jiva_rep_crashloop",
     "check_longhorn_volumes",
     "check_watch_cache",
     "check_stuck_terminating",
+    "check_volume_attachments",
 ];
 /// The node name the role configures (`--node`) and the test API server's pods use.
 const NODE: &str = "worker-04";
@@ -415,6 +420,11 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
         "check_longhorn_volumes" if api_live => {
             out.assert_status(&name, 3);
             assert!(lower.contains("longhorn"), "{line}");
+        }
+        // No VolumeAttachment on the test's server: OK, saying 0 (never silent).
+        "check_volume_attachments" if api_live => {
+            out.assert_status(&name, 0);
+            assert!(line.contains("0 VolumeAttachments cluster-wide"), "{line}");
         }
         // No pod of NODE is being deleted.
         "check_stuck_terminating" if api_live => {
@@ -674,6 +684,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
             "check_jiva_rep_crashloop": {"warning": "3", "critical": "10"},
             "check_longhorn_volumes": {"warning": "3:", "critical": "2:"},
             "check_watch_cache": {"warning": "2s", "critical": "10s"},
+            "check_volume_attachments": {"warning": "10m", "critical": "30m"},
         },
     });
     let playbook = workspace_root().join("tests/deploy/site.yml");
@@ -1017,7 +1028,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
 }
 
 /// The suite's known checks (the role's argument spec lists the same names).
-const ALL_KNOWN: [&str; 11] = [
+const ALL_KNOWN: [&str; 12] = [
     "check_ro_pvc_mounts",
     "check_pv_capacity",
     "check_stale_csi_mounts",
@@ -1028,6 +1039,7 @@ const ALL_KNOWN: [&str; 11] = [
     "check_jiva_rep_crashloop",
     "check_longhorn_volumes",
     "check_watch_cache",
+    "check_volume_attachments",
     "check_stuck_terminating",
 ];
 
@@ -1060,6 +1072,7 @@ fn static_nrpe_file_is_the_roles_rendering_and_covers_every_check() {
             "check_jiva_rep_crashloop",
             "check_longhorn_volumes",
             "check_watch_cache",
+            "check_volume_attachments",
             "check_stuck_terminating_all_nodes",
         ],
     });

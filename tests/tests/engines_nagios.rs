@@ -35,7 +35,11 @@ const CHECK_DUMMY: &str = "/usr/lib/nagios/plugins/check_dummy";
 /// The node's host object (hostgroup k8s-storage-nodes) and the cluster's (k8s-storage-cluster).
 const HOST: &str = NODE;
 const CLUSTER: &str = "prod-cluster";
-const CLUSTER_CHECKS: [&str; 2] = ["check_jiva_rep_crashloop", "check_watch_cache"];
+const CLUSTER_CHECKS: [&str; 3] = [
+    "check_jiva_rep_crashloop",
+    "check_watch_cache",
+    "check_volume_attachments",
+];
 /// The cluster host's check_stuck_terminating over every node (NRPE command of the cluster node).
 const CLUSTER_ALL_NODES: &str = "check_stuck_terminating_all_nodes";
 
@@ -262,7 +266,7 @@ define contact {{
         assert!(
             v.stdout
                 .contains(&format!("Checked {} services.", ALL_CHECKS.len() + 1)),
-            "one service per check (seven per node, three per cluster: {CLUSTER_ALL_NODES} too):\n{}",
+            "one service per check (eight per node, four per cluster: {CLUSTER_ALL_NODES} too):\n{}",
             v.stdout
         );
 

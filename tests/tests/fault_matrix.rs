@@ -483,6 +483,30 @@ fn api_faults_longhorn_volumes() {
 }
 
 #[test]
+fn api_faults_volume_attachments() {
+    let srv = ApiServer::start();
+    srv.set(
+        "nodes",
+        vec![serde_json::json!({"metadata": {"name": NODE},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})],
+    );
+    srv.set(
+        "volumeattachments",
+        vec![serde_json::json!({"metadata": {"name": "csi-fm1"},
+            "spec": {"attacher": "csi.example.com", "nodeName": NODE,
+                "source": {"persistentVolumeName": "pvc-fm1"}},
+            "status": {"attached": true}})],
+    );
+    api_rows(
+        "check_volume_attachments",
+        "VOLUME_ATTACHMENTS",
+        &srv,
+        &[],
+        &[],
+    );
+}
+
+#[test]
 fn api_faults_watch_cache() {
     let srv = ApiServer::start();
     let store = ConfigMapStore::new();

@@ -23,6 +23,7 @@ mod storage_kernel_errors;
 mod stuck_scheduled;
 mod stuck_terminating;
 mod talos;
+mod volume_attachments;
 mod watch_cache;
 
 // The API checks against a real kube-apiserver (tests/control-plane).

@@ -28,6 +28,7 @@ const API_CHECKS: &[(&str, &str, &[&str])] = &[
         &["--node", NODE],
     ),
     ("check_jiva_rep_crashloop", "JIVA_REP_CRASHLOOP", &[]),
+    ("check_volume_attachments", "VOLUME_ATTACHMENTS", &[]),
 ];
 
 fn check(bin: &str, args: &[&str]) -> Output {
@@ -413,6 +414,7 @@ fn finding_5_auth_matrix_never_prints_a_secret() {
         ("check_stuck_terminating", &["--node", NODE]),
         ("check_jiva_rep_crashloop", &[]),
         ("check_watch_cache", &[]),
+        ("check_volume_attachments", &[]),
     ];
     let srv = ApiServer::start();
     srv.set(

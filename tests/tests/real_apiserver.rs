@@ -539,6 +539,7 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
         ("check_watch_cache", vec![]),
         ("check_stale_csi_mounts", vec!["--kubelet-root", &kr]),
         ("check_longhorn_volumes", vec![]),
+        ("check_volume_attachments", vec![]),
     ];
     let run_all = || -> Vec<(String, Output)> {
         runs.iter()

@@ -191,7 +191,11 @@ fn cluster_checks_only_on_the_named_hosts() {
     if !need_tool(t, "ansible-playbook") {
         return;
     }
-    let cluster = ["check_jiva_rep_crashloop", "check_watch_cache"];
+    let cluster = [
+        "check_jiva_rep_crashloop",
+        "check_watch_cache",
+        "check_volume_attachments",
+    ];
     let default = render(&json!({}), &[]);
     assert!(
         cluster.iter().all(|c| !default.contains_key(*c))

@@ -462,6 +462,7 @@ fn role_renders_command_lines_each_check_accepts_with_every_variable_set() {
         let (w, c_) = match c.as_str() {
             "check_stuck_scheduled" | "check_stuck_terminating" => ("15m", "1h"),
             "check_watch_cache" => ("1s", "3s"),
+            "check_volume_attachments" => ("10m", "30m"),
             _ => ("-10:-2", "@1:5"),
         };
         thresholds.insert(c.clone(), serde_json::json!({"warning": w, "critical": c_}));
@@ -470,7 +471,7 @@ fn role_renders_command_lines_each_check_accepts_with_every_variable_set() {
         "k8s_storage_checks_nrpe_config_dir": work.path(),
         "k8s_storage_checks_nrpe_restart": false,
         "k8s_storage_checks_cluster_scope": true,
-        "k8s_storage_checks_cluster_checks": ["check_jiva_rep_crashloop", "check_watch_cache", "check_longhorn_volumes"],
+        "k8s_storage_checks_cluster_checks": ["check_jiva_rep_crashloop", "check_watch_cache", "check_longhorn_volumes", "check_volume_attachments"],
         "k8s_storage_checks_thresholds": thresholds,
         "k8s_storage_checks_kubeconfig_present": true,
         "k8s_storage_checks_node_name": "worker-04",

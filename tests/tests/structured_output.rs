@@ -848,7 +848,9 @@ fn unknown_args(check: &str, dir: &Path) -> Vec<String> {
         "check_iscsi_sessions" => vec!["--sys", &missing, "--kubelet-root", "/"],
         "check_kubelet_nested_ops" => vec!["--log-file", &missing],
         "check_storage_kernel_errors" => vec!["--kmsg", &missing],
-        "check_watch_cache" | "check_longhorn_volumes" => vec!["--kubeconfig", &missing],
+        "check_watch_cache" | "check_longhorn_volumes" | "check_volume_attachments" => {
+            vec!["--kubeconfig", &missing]
+        }
         _ => vec!["--pods-json", &missing],
     };
     v.into_iter().map(str::to_string).collect()
@@ -865,7 +867,7 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
     let sys_hang = Sysfs::new(hang_dir.path());
     let sys_root = sys_hang.root.display().to_string();
     let checks = e2e::all_checks();
-    assert_eq!(checks.len(), 11, "{checks:?}");
+    assert_eq!(checks.len(), 12, "{checks:?}");
     for c in &checks {
         // Usage errors, in both spellings of --format.
         for args in [
@@ -916,7 +918,7 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
             // The API checks bound each request by the run's deadline and answer a server that
             // does not answer in time themselves, UNKNOWN "timed out", before -t (fault_matrix's
             // ApiFault::Slow row): the watchdog's state is for reads that hang.
-            "check_watch_cache" | "check_longhorn_volumes" => continue,
+            "check_watch_cache" | "check_longhorn_volumes" | "check_volume_attachments" => continue,
             _ => vec!["--pods-json", &f],
         };
         let cmd = clean(Cmd::check(c)).args(&hang).args(["-t", "1:CRITICAL"]);

@@ -44,7 +44,7 @@ pub use names::{Names, NamesArgs, Wanted};
 pub use objects::{read_objects, Object, Objects};
 pub use selector::Selector;
 pub use time::Time;
-pub use types::{CsiDriver, Event, PersistentVolume, Pod, VolumeAttachment};
+pub use types::{CsiDriver, Event, Node, PersistentVolume, Pod, VolumeAttachment};
 
 use plugin::{Ctx, Unknown};
 use serde::de::DeserializeOwned;
@@ -230,6 +230,33 @@ impl Client {
             "/apis/storage.k8s.io/v1/volumeattachments",
             &ListParams::default(),
             f,
+        )
+    }
+
+    /// All Nodes (name and conditions).
+    pub fn list_nodes(&self, f: impl FnMut(Node)) -> Result<usize, Unknown> {
+        self.list("/api/v1/nodes", &ListParams::default(), f)
+    }
+
+    /// Core events of every namespace with this `reason` (`fieldSelector=reason=…`, served by
+    /// the API server for core/v1 Events), e.g. `FailedAttachVolume`.
+    pub fn list_events_with_reason(
+        &self,
+        reason: &str,
+        mut f: impl FnMut(Event),
+    ) -> Result<usize, Unknown> {
+        self.list(
+            "/api/v1/events",
+            &ListParams {
+                field_selector: Some(format!("reason={reason}")),
+                ..Default::default()
+            },
+            |e: Event| {
+                // Again here: a server that ignored the selector must not widen the answer.
+                if e.reason == reason {
+                    f(e)
+                }
+            },
         )
     }
 

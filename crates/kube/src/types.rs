@@ -389,6 +389,48 @@ pub struct VolumeError {
     pub message: String,
 }
 
+// ---------------------------------------------------------------- Node
+
+/// A core/v1 Node: its name and conditions (`Ready` is what the attach/detach plane depends on).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    #[serde(deserialize_with = "nd")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nd")]
+    pub status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct NodeStatus {
+    #[serde(deserialize_with = "nd")]
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// `status.conditions[]` of a Node (`Ready`, `MemoryPressure`, …).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeCondition {
+    #[serde(rename = "type", deserialize_with = "nd")]
+    pub type_: String,
+    /// True, False or Unknown.
+    #[serde(deserialize_with = "nd")]
+    pub status: String,
+    #[serde(deserialize_with = "nd")]
+    pub reason: String,
+    #[serde(deserialize_with = "nd")]
+    pub message: String,
+    #[serde(deserialize_with = "de_time")]
+    pub last_transition_time: Option<Time>,
+}
+
+impl Node {
+    pub fn condition(&self, type_: &str) -> Option<&NodeCondition> {
+        self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
 // ---------------------------------------------------------------- CSIDriver
 
 /// A storage.k8s.io/v1 CSIDriver: whether its volumes need a VolumeAttachment.

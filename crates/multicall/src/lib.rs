@@ -118,6 +118,7 @@ pub static APPLETS: &[Applet] = &[
     check::<check_storage_kernel_errors::Opts>(&[Cap::Syslog]),
     check::<check_stuck_scheduled::Opts>(&[]),
     check::<check_stuck_terminating::Opts>(&[]),
+    check::<check_volume_attachments::Opts>(&[]),
     check::<check_watch_cache::Opts>(&[]),
     Applet {
         name: TEXTFILE,

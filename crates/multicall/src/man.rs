@@ -44,6 +44,7 @@ fn check(name: &str) -> Option<(clap::Command, &'static str)> {
         "check_storage_kernel_errors" => page!(check_storage_kernel_errors),
         "check_stuck_scheduled" => page!(check_stuck_scheduled),
         "check_stuck_terminating" => page!(check_stuck_terminating),
+        "check_volume_attachments" => page!(check_volume_attachments),
         "check_watch_cache" => page!(check_watch_cache),
         _ => return None,
     })

@@ -163,6 +163,7 @@ check_stale_csi_mounts k8s-storage-checks-cap_dac_read_search cap_dac_read_searc
 check_storage_kernel_errors k8s-storage-checks-cap_syslog cap_syslog
 check_stuck_scheduled k8s-storage-checks
 check_stuck_terminating k8s-storage-checks
+check_volume_attachments k8s-storage-checks
 check_watch_cache k8s-storage-checks
 k8s-storage-checks-textfile k8s-storage-checks
 k8s-storage-checks-serve k8s-storage-checks

@@ -783,6 +783,8 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         env: vec![],
         in_ns: false,
     });
+    // check_volume_attachments has no scene: the record shows no stranded or contested
+    // VolumeAttachment (its states are tests/tests/volume_attachments.rs's, on the real server).
     // ── k8s03's iSCSI sessions after the jiva-ctrl pods moved: sysfs as the kernel lays it out.
     let isys = Sysfs::new(&base.join("k8s03"));
     // k8s03's kubelet root inside the sandbox (a given --kubelet-root must exist).
