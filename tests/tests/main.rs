@@ -77,3 +77,6 @@ mod man_pages;
 // Issue 29: delivery (arm64 under qemu-user; project metadata, OCI images, release workflow).
 mod arm64;
 mod delivery;
+
+// Issue 35: the "add a check" checklist (docs/development.md#adding-a-check), held to every check.
+mod add_a_check;

@@ -783,6 +783,7 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         env: vec![],
         in_ns: false,
     });
+    // check_pv_capacity has no scene: the record shows no filling PV.
     // check_volume_attachments has no scene: the record shows no stranded or contested
     // VolumeAttachment (its states are tests/tests/volume_attachments.rs's, on the real server).
     // ── k8s03's iSCSI sessions after the jiva-ctrl pods moved: sysfs as the kernel lays it out.
