@@ -75,7 +75,9 @@ fn up(dir: &Path, owner: Option<u32>, up_args: &[String], apiserver_args: &[Stri
     let mut cmd = Command::new(script("up"));
     cmd.arg(dir);
     if let Some(pid) = owner {
-        cmd.args(["--owner", &pid.to_string()]);
+        // When the owner ends, stop the plane and remove DIR: a plane held in a static (the
+        // shared one, watch_cache's stall plane) is never dropped, and its etcd data would stay.
+        cmd.args(["--owner", &pid.to_string(), "--remove"]);
     }
     cmd.args(up_args);
     if !apiserver_args.is_empty() {
@@ -110,15 +112,10 @@ impl ControlPlane {
                 .prefix("k8s-storage-checks-cp-")
                 .tempdir()
                 .expect("tempdir");
-            // A static is never dropped: `--owner` stops the processes when this process ends,
-            // and `--remove` then removes the directory.
+            // A static is never dropped: `up --owner … --remove` stops the processes when this
+            // process ends, then removes the directory.
             let dir = tmp.keep();
-            up(
-                &dir,
-                Some(std::process::id()),
-                &["--remove".to_string()],
-                &[],
-            );
+            up(&dir, Some(std::process::id()), &[], &[]);
             ControlPlane {
                 dir,
                 _tmp: None,
