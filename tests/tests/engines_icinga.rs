@@ -718,7 +718,7 @@ fn icinga2_pages_for_every_incident_and_recovers() {
 /// (master, satellite, agents), the CheckCommands, the service template and apply rule, the
 /// example hosts as shipped (`k8s-storage-hosts.conf.example`: a node and the cluster, each with
 /// the zone its command_endpoint services need) and the notifications, with an on-call user:
-/// one service per listed check (seven on the node, three on the cluster), one notification per
+/// one service per listed check (eight on the node, four on the cluster), one notification per
 /// service.
 #[test]
 fn icinga2_zones_example_and_notifications_validate() {
