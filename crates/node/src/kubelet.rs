@@ -428,7 +428,7 @@ pub fn classify_str<'a>(mount_point: &'a str, roots: &[PathBuf]) -> Option<(usiz
 /// itself, secrets, configmaps, emptyDirs).
 pub fn classify(mount_point: &Path, roots: &[PathBuf]) -> Option<KubeletPath> {
     use std::os::unix::ffi::OsStrExt;
-    let mp = crate::lossy(mount_point.as_os_str().as_bytes());
+    let mp = plugin::render::lossy(mount_point.as_os_str().as_bytes());
     let (i, kind) = classify_str(&mp, roots)?;
     Some(KubeletPath {
         root: roots[i].clone(),

@@ -33,16 +33,6 @@ pub(crate) fn read_small(path: &std::path::Path) -> Option<String> {
     Some(String::from_utf8_lossy(&b).trim().to_string())
 }
 
-/// Bytes as text, invalid sequences replaced: `String::from_utf8_lossy`, but valid input (nearly
-/// all of it) is checked with the fast validator first; the lossy scan is several times slower
-/// and shows on a 50 000-line mount table.
-pub(crate) fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
-    match std::str::from_utf8(b) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(b),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -369,7 +369,7 @@ pub(crate) fn with_text<T>(
             plugin::fmt_bytes(MAX_BYTES)
         ));
     }
-    let text = crate::lossy(&bytes);
+    let text = plugin::render::lossy(&bytes);
     if text.trim().is_empty() {
         return Err(format!("{} is empty: not a mount table", path.display()));
     }

@@ -98,7 +98,7 @@ pub fn unwrap(line: &[u8]) -> Option<Unwrapped<'_>> {
     };
     Some(Unwrapped {
         wrapper: Wrapper::Cri,
-        text: crate::lossy(text),
+        text: plugin::render::lossy(text),
         time_ms: Some(ms),
         stream: String::from_utf8_lossy(stream),
         partial,
@@ -151,7 +151,7 @@ impl Joiner {
                     out(l);
                 }
                 out(Logical {
-                    text: crate::lossy(trim_eol(line)).into_owned(),
+                    text: plugin::render::lossy(trim_eol(line)).into_owned(),
                     time_ms: None,
                 });
                 false
