@@ -157,6 +157,40 @@ impl Output {
         self
     }
 
+    /// A `--format json` answer, parsed.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+
+    /// (signal, status) of every finding of a `--format json` answer, sorted.
+    pub fn signals(&self) -> Vec<(String, String)> {
+        let v = self.json();
+        let mut s: Vec<(String, String)> = v["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{self:?}"))
+            .iter()
+            .map(|f| {
+                (
+                    f["signal"].as_str().unwrap_or("").to_string(),
+                    f["status"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        s.sort();
+        s
+    }
+
+    /// The finding of `signal` in a `--format json` answer.
+    pub fn finding(&self, signal: &str) -> serde_json::Value {
+        self.json()["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{self:?}"))
+            .iter()
+            .find(|f| f["signal"] == signal)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {signal}: {self:?}"))
+    }
+
     /// A perfdata value by label from the first line.
     pub fn perf(&self, label: &str) -> Option<f64> {
         let (_, perf) = self.first_line().split_once(" | ")?;

@@ -54,28 +54,6 @@ fn create(cp: &ControlPlane, objs: &[Value]) {
     }
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
-}
-
-/// (signal, status) of every finding of a `--format json` answer.
-fn signals(out: &Output) -> Vec<(String, String)> {
-    let v = json(out);
-    let mut s: Vec<(String, String)> = v["findings"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{out:?}"))
-        .iter()
-        .map(|f| {
-            (
-                f["signal"].as_str().unwrap_or("").to_string(),
-                f["status"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    s.sort();
-    s
-}
-
 fn healthy(s: &Scene, state: &str, robustness: &str, pod_status: &str) -> Vec<Value> {
     vec![
         volume(
@@ -145,7 +123,7 @@ fn faulted_is_critical() {
     );
     let out = check_as(cp, User::Checks, &["--node", &s.node, "--format", "json"]);
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("longhorn_volume_faulted".into(), "CRITICAL".into())]
     );
 }
@@ -174,7 +152,7 @@ fn attached_with_no_healthy_replica_is_critical_naming_the_failed_replicas() {
         "{out:?}"
     );
     let out = check_as(cp, User::Checks, &["--node", &s.node, "--format", "json"]);
-    let sig = signals(&out);
+    let sig = out.signals();
     assert!(
         sig.contains(&("longhorn_no_healthy_replica".into(), "CRITICAL".into())),
         "{sig:?}"
@@ -213,10 +191,10 @@ fn read_only_filesystem_is_critical_with_cordon_and_delete_on_the_right_node() {
     );
     let out = check_as(cp, User::Checks, &["--node", &s.node, "--format", "json"]);
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("longhorn_filesystem_read_only".into(), "CRITICAL".into())]
     );
-    let v = json(&out);
+    let v = out.json();
     assert_eq!(v["findings"][0]["subject"]["pvc"], "config", "{v}");
     assert_eq!(
         v["findings"][0]["subject"]["node"].as_str(),
@@ -263,7 +241,7 @@ fn detached_while_the_pod_runs_is_critical_past_stuck_after() {
         ],
     );
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("longhorn_volume_stuck".into(), "CRITICAL".into())]
     );
 }
@@ -298,7 +276,7 @@ fn degraded_warns_with_the_failed_replica_and_its_node() {
         "{out:?}"
     );
     let out = check_as(cp, User::Checks, &["--node", &s.node, "--format", "json"]);
-    let v = json(&out);
+    let v = out.json();
     let failed = v["findings"]
         .as_array()
         .unwrap()
@@ -310,7 +288,7 @@ fn degraded_warns_with_the_failed_replica_and_its_node() {
         Some(s.others[1].as_str())
     );
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![
             ("longhorn_replica_failed".into(), "WARNING".into()),
             ("longhorn_volume_degraded".into(), "WARNING".into())
@@ -347,7 +325,7 @@ fn robustness_unknown_while_attached_warns() {
     let out = check_as(cp, User::Checks, &["--node", &s.node, "--format", "json"]);
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("longhorn_robustness_unknown".into(), "WARNING".into())]
     );
 }

@@ -11,7 +11,7 @@ use e2e::apiserver::fixtures::ago;
 use e2e::control_plane::{ControlPlane, User};
 use e2e::{Cmd, Output};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NAME: &str = "VOLUME_ATTACHMENTS";
 const BIN: &str = "check_volume_attachments";
@@ -32,39 +32,6 @@ fn check_as(cp: &ControlPlane, user: User, args: &[&str]) -> Output {
 
 fn check(cp: &ControlPlane, args: &[&str]) -> Output {
     check_as(cp, User::Checks, args)
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
-}
-
-/// (signal, status) of every finding of a `--format json` answer, sorted.
-fn signals(out: &Output) -> Vec<(String, String)> {
-    let v = json_of(out);
-    let mut s: Vec<(String, String)> = v["findings"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{out:?}"))
-        .iter()
-        .map(|f| {
-            (
-                f["signal"].as_str().unwrap_or("").to_string(),
-                f["status"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    s.sort();
-    s
-}
-
-/// The finding of `signal` in a `--format json` answer.
-fn finding(out: &Output, signal: &str) -> Value {
-    json_of(out)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["signal"] == signal)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {signal}: {out:?}"))
 }
 
 /// A Node whose Ready condition is `ready` since `since_ago` seconds (as the kubelet, or the node
@@ -143,11 +110,11 @@ fn wait_older_than(cp: &ControlPlane, kind: &str, name: &str, secs: i64) {
     let created =
         plugin::time::parse_rfc3339_secs(o["metadata"]["creationTimestamp"].as_str().unwrap())
             .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while plugin::time::now_secs() - created <= secs {
-        assert!(Instant::now() < deadline, "{kind} {name} never got older");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    e2e::fuse::wait_until(
+        &format!("{kind} {name} to be older than {secs} s"),
+        Duration::from_secs(10),
+        || plugin::time::now_secs() - created > secs,
+    );
 }
 
 #[test]
@@ -221,10 +188,10 @@ fn an_attachment_held_by_a_gone_node_is_critical() {
     assert_eq!(out.perf("node_gone"), Some(1.0));
     let out = check(cp, &["--node", &gone, "--format", "json"]);
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("attachment_node_gone".into(), "CRITICAL".into())]
     );
-    let f = finding(&out, "attachment_node_gone");
+    let f = out.finding("attachment_node_gone");
     assert_eq!(f["subject"]["node"], json!(gone));
     assert_eq!(f["subject"]["pv"], json!(volume));
     assert_eq!(f["subject"]["namespace"], json!(ns));
@@ -288,7 +255,7 @@ fn an_attachment_on_a_node_not_ready_past_stuck_after_is_critical() {
         &["--node", &flaky, "--stuck-after", "30s", "--format", "json"],
     );
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("attachment_node_not_ready".into(), "CRITICAL".into())]
     );
 }
@@ -356,12 +323,12 @@ fn a_pending_attach_warns_with_its_attach_error_and_pages_past_c() {
         ],
     );
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("attach_pending".into(), "CRITICAL".into())],
         "{out:?}"
     );
     assert!(
-        finding(&out, "attach_pending")["text"]
+        out.finding("attach_pending")["text"]
             .as_str()
             .unwrap()
             .ends_with("(past -c 1s)"),
@@ -406,7 +373,7 @@ fn a_pending_detach_warns_with_its_detach_error() {
         &["--node", &n, "--stuck-after", "0s", "--format", "json"],
     );
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("detach_pending".into(), "WARNING".into())]
     );
     // The external-attacher done: finalizer gone, the attachment gone, OK again.
@@ -460,10 +427,10 @@ fn a_multi_attach_error_names_the_waiting_pod_and_the_node_and_pod_that_hold_the
     }
     let out = check(cp, &["--node", &waiter, "--format", "json"]);
     assert_eq!(
-        signals(&out),
+        out.signals(),
         vec![("multi_attach".into(), "CRITICAL".into())]
     );
-    let f = finding(&out, "multi_attach");
+    let f = out.finding("multi_attach");
     assert_eq!(f["subject"]["pod"], "web-1");
     assert_eq!(f["subject"]["node"], json!(waiter));
     assert_eq!(f["subject"]["pvc"], "config");
