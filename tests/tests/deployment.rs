@@ -1611,7 +1611,7 @@ fn rbac_grants_only_what_the_checks_read() {
     granted.sort();
     let want: Vec<(String, String, String)> = [
         ("", "events", "list"),
-        // The stuck-pod checks prove a node without pods exists (kube::nodes).
+        // The stuck-pod checks prove a node without pods exists (kube::checks::nodes).
         ("", "nodes", "get"),
         ("", "nodes", "list"),
         ("", "persistentvolumes", "list"),

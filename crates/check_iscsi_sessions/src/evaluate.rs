@@ -3,7 +3,7 @@
 
 use crate::session::{is_offline, judge_session, session_volumes};
 use crate::{Gathered, Policy};
-use kube::names::{Names, Wanted};
+use kube::checks::names::{Names, Wanted};
 use node::iscsi::{pv_from_iqn, RecoveryTmo, Session};
 use node::usage::DeviceUsage;
 use plugin::{Finding, Perfdata, Range, Report, Status, Uom};

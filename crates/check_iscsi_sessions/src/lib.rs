@@ -77,7 +77,7 @@ pub struct Opts {
 
     /// Names an operator knows: pods and claims of the volumes on unhealthy sessions
     #[command(flatten)]
-    pub names: kube::NamesArgs,
+    pub names: kube::checks::names::NamesArgs,
 }
 
 /// The decisions' parameters, apart from the clap struct so tests build them directly.
@@ -121,7 +121,7 @@ impl Check for Opts {
         let data = gather(self, ctx)?;
         let policy = Policy::from(self);
         // Names only after sysfs is read, and only for the volumes of unhealthy sessions.
-        let names = kube::names::resolve(&self.names, &wanted(&data, &policy), ctx);
+        let names = kube::checks::names::resolve(&self.names, &wanted(&data, &policy), ctx);
         Ok(evaluate_named(&data, &policy, &names))
     }
 }

@@ -2,7 +2,7 @@
 //! turned into problems, then into one finding and a phrase for the summary.
 
 use crate::Policy;
-use kube::names::Names;
+use kube::checks::names::Names;
 use node::blockdev::parse_majmin;
 use node::iscsi::{pv_from_iqn, Attr, RecoveryTmo, Session};
 use node::usage::DeviceUsage;

@@ -1,7 +1,7 @@
 //! evaluate() on in-memory sysfs data: every rule has a test that fails when the rule breaks.
 
 use super::*;
-use kube::names::Names;
+use kube::checks::names::Names;
 use node::iscsi::{Attr, AttrError, BlockDev, Connection, ScsiDevice, Session, Sessions};
 use node::usage::{DeviceUsage, Scope};
 use plugin::Status;
@@ -601,7 +601,7 @@ fn unhealthy_sessions_are_named_and_only_they_are_wanted() {
         .insert("pvc-ccc".into(), ("media".into(), "radarr-config".into()));
     names.pods.insert(
         "7f1e".into(),
-        kube::names::PodName {
+        kube::checks::names::PodName {
             namespace: "media".into(),
             name: "radarr-0".into(),
             node: None,

@@ -244,7 +244,7 @@ fn too_many(over: usize) -> Result<(), Unknown> {
     Err(Unknown(format!(
         "more than {REPLICAS_MAX} Jiva replica pods ({} more not kept: REPLICAS_MAX, the cap of \
          this check): not judged; narrow it with --namespace",
-        kube::stuck::grouped(over)
+        kube::checks::stuck::grouped(over)
     )))
 }
 

@@ -4,7 +4,7 @@
 use crate::gather::{NodeData, Volume};
 use crate::history::{fit, Fill};
 use crate::Limit;
-use kube::names::{Names, Wanted};
+use kube::checks::names::{Names, Wanted};
 use node::probe::Outcome;
 use plugin::{fmt_bytes, Finding, Perfdata, Range, Report, Status, Subject, Uom};
 use std::time::Duration;

@@ -108,7 +108,7 @@ pub struct Opts {
 
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
-    pub names: kube::NamesArgs,
+    pub names: kube::checks::names::NamesArgs,
 }
 
 impl Opts {
@@ -138,7 +138,7 @@ impl Check for Opts {
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let policy = self.policy();
         let data = gather(self, &policy, ctx)?;
-        let names = kube::names::resolve(&self.names, &wanted(&data, &policy), ctx);
+        let names = kube::checks::names::resolve(&self.names, &wanted(&data, &policy), ctx);
         ctx.stage("evaluating");
         Ok(evaluate_named(&data, &policy, &names))
     }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::history::Sample;
-use kube::names::Names;
+use kube::checks::names::Names;
 use node::probe::{Outcome, Space};
 use node::usage::{DeviceUsage, Scope};
 use plugin::Status;

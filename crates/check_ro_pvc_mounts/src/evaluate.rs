@@ -2,7 +2,7 @@
 
 use crate::gather::{NodeData, NodeFs, Volume};
 use crate::text::{next_step, short_name, volume_subject};
-use kube::names::{Names, Wanted};
+use kube::checks::names::{Names, Wanted};
 use node::fsstate;
 use node::probe::Outcome;
 use plugin::{Finding, Perfdata, Report, Status, Thresholds};
@@ -238,14 +238,14 @@ fn status_of(v: &Volume, verdict: &Verdict, names: &Names, tally: &mut Tally) ->
         Verdict::ReadOnlyNoError(why) | Verdict::ReadOnlyEverywhere(why) => {
             let everywhere = matches!(verdict, Verdict::ReadOnlyEverywhere(_));
             match v.names.iter().find_map(|n| names.intent(n)) {
-                Some(kube::names::Intent::ReadOnly(reason)) => {
+                Some(kube::checks::names::Intent::ReadOnly(reason)) => {
                     tally.by_design += 1;
                     (
                         Status::Ok,
                         format!("is read-only on purpose: {why}; {reason}"),
                     )
                 }
-                Some(kube::names::Intent::Writable(reason)) => {
+                Some(kube::checks::names::Intent::Writable(reason)) => {
                     tally.ro.push(short_name(v, names));
                     (
                         Status::Critical,

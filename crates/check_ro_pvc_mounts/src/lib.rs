@@ -59,7 +59,7 @@ pub struct Opts {
 
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
-    pub names: kube::NamesArgs,
+    pub names: kube::checks::names::NamesArgs,
 
     /// The node named in findings and next steps (`kubectl cordon NODE`) when the pods'
     /// `spec.nodeName` is not known
@@ -79,7 +79,7 @@ impl Check for Opts {
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let data = gather(self, ctx)?;
         // Names only after the node's own work, and only for what will be reported.
-        let names = kube::names::resolve(&self.names, &wanted(&data), ctx);
+        let names = kube::checks::names::resolve(&self.names, &wanted(&data), ctx);
         ctx.stage("evaluating");
         let t = self.thresholds.thresholds();
         let report = evaluate_named(&data, &t, &names);

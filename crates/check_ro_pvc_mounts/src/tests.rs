@@ -1,5 +1,5 @@
 use super::*;
-use kube::names::Names;
+use kube::checks::names::Names;
 use node::fsstate;
 use node::probe::Outcome;
 use node::usage::{DeviceUsage, Scope};
@@ -598,7 +598,7 @@ fn findings_name_pod_and_claim_and_keep_notes() {
     );
     names.pods.insert(
         "8e1f".into(),
-        kube::names::PodName {
+        kube::checks::names::PodName {
             namespace: "media".into(),
             name: "radarr-0".into(),
             node: None,
@@ -730,7 +730,7 @@ fn next_step_cordons_the_pods_node_not_the_host_name() {
     let mut names = Names::default();
     names.pods.insert(
         "8e1f".into(),
-        kube::names::PodName {
+        kube::checks::names::PodName {
             namespace: "media".into(),
             name: "radarr-0".into(),
             node: Some("k8s02".into()),

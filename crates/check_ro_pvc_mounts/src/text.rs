@@ -1,7 +1,7 @@
 //! The words of a finding: how a volume is named, what it is about, and the next step.
 
 use crate::gather::Volume;
-use kube::names::Names;
+use kube::checks::names::Names;
 use plugin::Status;
 
 pub(crate) fn short_name(v: &Volume, names: &Names) -> String {

@@ -17,14 +17,14 @@ pub struct PodInfo {
     pub node: Option<String>,
 }
 
-/// The shared resolver's [`kube::Names`] from what the cross-checks already read (no further
+/// The shared resolver's [`kube::checks::names::Names`] from what the cross-checks already read (no further
 /// request): pods by UID, PVs (by name and volume handle) to their claims, claims to their pods.
-pub fn names(view: &ClusterView) -> kube::Names {
-    let mut n = kube::Names::default();
+pub fn names(view: &ClusterView) -> kube::checks::names::Names {
+    let mut n = kube::checks::names::Names::default();
     for p in view.pods.iter().flatten() {
         n.pods.insert(
             p.uid.clone(),
-            kube::names::PodName {
+            kube::checks::names::PodName {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
                 node: p.node.clone(),

@@ -124,7 +124,7 @@ fn judge_mount(
     i: usize,
     data: &Data,
     ids: &[Identity],
-    names: &kube::Names,
+    names: &kube::checks::names::Names,
     tally: &mut Tally,
 ) -> Finding {
     let (m, id, c) = (&data.mounts[i], &ids[i], &data.cluster);

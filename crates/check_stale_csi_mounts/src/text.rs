@@ -138,7 +138,7 @@ pub(crate) fn mount_subject(
     m: &CsiMount,
     id: &Identity,
     c: &ClusterView,
-    names: &kube::Names,
+    names: &kube::checks::names::Names,
 ) -> plugin::Subject {
     let mut s = names
         .subject(id.pv.as_deref().unwrap_or(""), id.pod_uid.as_deref())
@@ -158,7 +158,7 @@ pub(crate) fn mount_subject(
 
 /// Who a mount is for, as an operator knows it (`media/radarr-0 (PVC media/radarr-config,
 /// pvc-…)`), when the cross-checks named a pod or a claim.
-pub(crate) fn named(id: &Identity, names: &kube::Names) -> Option<String> {
+pub(crate) fn named(id: &Identity, names: &kube::checks::names::Names) -> Option<String> {
     let pv = id.pv.as_deref()?;
     let label = names.volume(pv, id.pod_uid.as_deref());
     (label != pv).then_some(label)
@@ -168,7 +168,7 @@ pub(crate) fn identity_line(
     m: &CsiMount,
     id: &Identity,
     c: &ClusterView,
-    names: &kube::Names,
+    names: &kube::checks::names::Names,
 ) -> String {
     let mut parts = Vec::new();
     match &id.pv {

@@ -3,7 +3,7 @@
 
 use crate::classify::{Category, Device};
 use crate::Policy;
-use kube::names::{Names, Wanted};
+use kube::checks::names::{Names, Wanted};
 use node::logs::time;
 use plugin::{Finding, Perfdata, Report, Status, Thresholds};
 use std::collections::{BTreeMap, BTreeSet};

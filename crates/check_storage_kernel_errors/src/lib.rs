@@ -101,7 +101,7 @@ pub struct Opts {
 
     /// Names an operator knows: pods and claims of the volumes the errors hit
     #[command(flatten)]
-    pub names: kube::NamesArgs,
+    pub names: kube::checks::names::NamesArgs,
 
     /// The node named in findings and next steps
     #[command(flatten)]
@@ -157,7 +157,8 @@ impl Check for Opts {
         let data = gather(self, ctx, deadline)?;
         let (policy, now) = (Policy::from(self), time::now_ms());
         // Names only after the kernel log is read, and only for the volumes the errors hit.
-        let names = kube::names::resolve(&self.names, &wanted(&data, policy.window_ms, now), ctx);
+        let names =
+            kube::checks::names::resolve(&self.names, &wanted(&data, policy.window_ms, now), ctx);
         Ok(evaluate_with(&data, &policy, now, &names))
     }
 }

@@ -3,7 +3,7 @@
 //! node it happened on — for a filesystem that carries PVs: cordon, move the pods, uncordon once
 //! the storage works again; for iSCSI: the sessions.
 
-use kube::names::Names;
+use kube::checks::names::Names;
 use plugin::next::{cmd, cordon, sh, uncordon};
 
 /// The kernel log lines of a signal, as one `journalctl -k --grep` pattern (no `|`).

@@ -3,7 +3,7 @@
 use super::*;
 use crate::classify::{Category, Device};
 use crate::gather::CHECK_ID;
-use kube::names::Names;
+use kube::checks::names::Names;
 use node::logs::state;
 use node::usage::{DeviceUsage, Scope};
 use node::Host;
@@ -159,7 +159,7 @@ fn volumes_hit_are_named_and_wanted() {
     );
     names.pods.insert(
         "3c2b".into(),
-        kube::names::PodName {
+        kube::checks::names::PodName {
             namespace: "media".into(),
             name: "seerr-0".into(),
             node: None,

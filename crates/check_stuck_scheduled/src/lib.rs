@@ -11,7 +11,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::checks::stuck::{
+    age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod,
+};
 use kube::{Pod, Time};
 use plugin::{Check, CommonArgs, Ctx, Finding, Report, Unknown};
 
@@ -213,7 +215,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
 
 /// The next step for a pod the kubelet never started: what the kubelet says about it, where its
 /// volume operations stand on its node, and deleting it so that its controller makes it again.
-fn next_step(pod: &kube::stuck::PodRef) -> String {
+fn next_step(pod: &kube::checks::stuck::PodRef) -> String {
     use plugin::next::cmd;
     let node = pod.node_shown();
     let field = format!("involvedObject.name={}", pod.name);

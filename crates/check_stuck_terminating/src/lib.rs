@@ -12,7 +12,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use kube::stuck::{age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod};
+use kube::checks::stuck::{
+    age_text, AgePolicy, Explain, LastEvent, PodRef, Scan, StuckArgs, StuckPod,
+};
 use kube::{Pod, Time};
 use plugin::{Check, CommonArgs, Ctx, Finding, Report, Status, Unknown};
 use regex::Regex;

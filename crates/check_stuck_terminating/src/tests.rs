@@ -35,7 +35,7 @@ fn deleted(name: &str, secs: i64, grace: i64, finalizers: &[&str]) -> Pod {
 
 fn data(pods: &[Pod]) -> Data {
     Data {
-        scan: kube::stuck::Scan {
+        scan: kube::checks::stuck::Scan {
             pods: pods.len() + 10,
             found: pods.iter().filter_map(classify).collect(),
             scope: "on node k8s03".into(),

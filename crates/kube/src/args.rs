@@ -95,7 +95,8 @@ impl PvsJsonArg {
 }
 
 /// The pods of a node-scoped pod check (the stuck-pod checks): `--node` (default: the host's name),
-/// `--all-nodes`, `--namespace`, the API options and `--pods-json`.
+/// `--all-nodes`, `--namespace`, the API options and `--pods-json` (read by its `scan`, in
+/// [`crate::checks::nodes`]).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PodScopeArgs {
     #[command(flatten)]
@@ -122,8 +123,8 @@ impl PodScopeArgs {
     pub fn filter(
         &self,
         host_name: impl FnOnce() -> Option<String>,
-    ) -> Result<crate::PodFilter, plugin::Unknown> {
-        Ok(crate::PodFilter {
+    ) -> Result<crate::filter::PodFilter, plugin::Unknown> {
+        Ok(crate::filter::PodFilter {
             namespaces: self.namespace.clone(),
             node: if self.all_nodes {
                 None
@@ -132,24 +133,5 @@ impl PodScopeArgs {
             },
             labels: None,
         })
-    }
-
-    /// Read the pods (`--pods-json` or the API), each kept one to `f`, never an empty success on
-    /// a node name that is no node ([`crate::nodes::scan_node_pods`]).
-    pub fn scan(
-        &self,
-        host_name: impl FnOnce() -> Option<String>,
-        ctx: &plugin::Ctx,
-        f: impl FnMut(crate::Pod),
-    ) -> Result<crate::nodes::NodeScan, plugin::Unknown> {
-        let filter = self.filter(host_name)?;
-        crate::nodes::scan_node_pods(
-            self.pods.pods_json.as_deref(),
-            &self.api,
-            filter,
-            !self.all_nodes && self.node.guessed(),
-            ctx,
-            f,
-        )
     }
 }

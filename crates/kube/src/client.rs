@@ -28,7 +28,7 @@ const ERROR_BODY_MAX: u64 = 64 * 1024;
 pub const PAGE_MAX: u64 = 32 << 20;
 
 /// The cap of a whole list, all pages together: the same as a `--pods-json` document's
-/// ([`crate::JSON_FILE_MAX`], a 20 000-pod cluster's `kubectl get pods -A -o json`); a node's
+/// ([`crate::json::JSON_FILE_MAX`], a 20 000-pod cluster's `kubectl get pods -A -o json`); a node's
 /// own pods list in a small part of it. Items are parsed one at a time and the checks keep
 /// bounded aggregates, so what this bounds is the time and traffic of a server that keeps
 /// paging (issue 27, finding 3: 373 MB at -t 30 with the old 1 GiB cap); reaching it is UNKNOWN

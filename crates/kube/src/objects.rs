@@ -6,7 +6,7 @@
 //! list's kind), and a single object (`kubectl get pv pvc-1 -o json`). Items without a kind in a
 //! document without one take the kind the option implies (`Pod` for `--pods-json`). Every item is
 //! parsed on its own as it streams by (the document never exists as a JSON tree), under the same
-//! size cap and caller-privilege open as every JSON input ([`crate::read_document`]).
+//! size cap and caller-privilege open as every JSON input ([`crate::json::read_document`]).
 
 use crate::types::{CsiDriver, PersistentVolume, Pod, VolumeAttachment};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -109,14 +109,14 @@ pub fn read_objects(
     default_kind: &str,
     mut f: impl FnMut(Object),
 ) -> Result<DocumentKind, plugin::Unknown> {
-    crate::read_document(path, what, |doc| {
+    crate::json::read_document(path, what, |doc| {
         let seed = DocSeed {
             default_kind,
             f: &mut f,
         };
         match doc {
-            crate::Document::Slice(s) => parse_objects(s, default_kind, &mut f),
-            crate::Document::Reader(r) => {
+            crate::json::Document::Slice(s) => parse_objects(s, default_kind, &mut f),
+            crate::json::Document::Reader(r) => {
                 let mut de = serde_json::Deserializer::from_reader(r);
                 let k = seed.deserialize(&mut de)?;
                 de.end().map(|_| k)

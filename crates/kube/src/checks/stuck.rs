@@ -3,7 +3,9 @@
 //! `-w`/`-c`, each alerting pod explained by its latest telling event. The checks differ only in
 //! which pods count and how the age is measured ([`StuckPod`]), and in the words of their output.
 
-use crate::{Event, Pod, PodScopeArgs, Time};
+use crate::args::PodScopeArgs;
+use crate::time::Time;
+use crate::types::{Event, Pod};
 use plugin::{fmt_duration, Ctx, Perfdata, Range, Report, Status, Thresholds, Unknown, Uom};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -291,7 +293,7 @@ pub struct LastEvent {
 impl LastEvent {
     /// The newest event among `events` that `keep` accepts.
     pub fn latest(events: &[Event], keep: impl Fn(&Event) -> bool) -> Option<LastEvent> {
-        crate::events::latest(events, keep).map(|e| LastEvent {
+        super::events::latest(events, keep).map(|e| LastEvent {
             reason: e.reason.clone(),
             message: e.message.clone(),
             when: e.last_seen(),
@@ -427,7 +429,7 @@ impl StuckArgs {
                 .iter()
                 .map(|p| (p.pod().namespace.clone(), p.pod().name.clone()))
                 .collect();
-            let ev = crate::events::latest_per_pod(
+            let ev = super::events::latest_per_pod(
                 read.client.as_ref(),
                 &alerting,
                 explain.which,

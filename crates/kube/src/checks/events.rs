@@ -2,7 +2,8 @@
 //! event that explains a pod (a FailedMount, a failed teardown) without reading every event of
 //! the cluster, and a failing lookup never changes their verdict.
 
-use crate::{Client, Event};
+use crate::client::Client;
+use crate::types::Event;
 use plugin::Ctx;
 use std::collections::HashMap;
 

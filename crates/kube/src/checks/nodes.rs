@@ -3,7 +3,12 @@
 //! in case or FQDN on many clusters). Here the check proves the node is real, or learns the name
 //! the host is known by, or answers UNKNOWN naming what it looked for and the nodes it saw.
 
-use crate::{read_json_list, Client, ListParams, Pod, PodFilter};
+use crate::args::{ApiArgs, PodScopeArgs};
+use crate::client::{ApiError, Client, ListParams};
+use crate::connect::connect;
+use crate::filter::PodFilter;
+use crate::json::read_json_list;
+use crate::types::{ObjectMeta, Pod};
 use plugin::Unknown;
 use serde::Deserialize;
 use std::collections::BTreeSet;
@@ -23,11 +28,12 @@ pub struct Scan {
     pub nodes_seen: BTreeSet<String>,
 }
 
-/// [`crate::scan_pods`], also remembering the nodes a `--pods-json` file shows (for
-/// [`confirm_node`]).
+/// The pods a check looks at, from `--pods-json` when given, else from the API (the client kept
+/// for event lookups): each one that passes `filter` goes to `f`; a `--pods-json` file's node
+/// names are remembered (for [`confirm_node`]).
 pub fn scan_pods(
     pods_json: Option<&Path>,
-    api: &crate::ApiArgs,
+    api: &ApiArgs,
     filter: &PodFilter,
     ctx: &plugin::Ctx,
     mut f: impl FnMut(Pod),
@@ -56,7 +62,14 @@ pub fn scan_pods(
                 scan.kept += 1;
                 f(p)
             };
-            scan.client = crate::scan_pods(None, api, filter, ctx, &mut count)?;
+            let client = connect(api, ctx)?;
+            ctx.stage(format!(
+                "listing pods {} from {}",
+                filter.describe(),
+                client.server()
+            ));
+            client.list_pods(filter, &mut count)?;
+            scan.client = Some(client);
         }
     }
     Ok(scan)
@@ -134,7 +147,7 @@ pub fn judge(
 
 #[derive(Deserialize)]
 struct NodeMeta {
-    metadata: crate::types::ObjectMeta,
+    metadata: ObjectMeta,
 }
 
 /// A node-scoped check kept no pod on `node`: prove the node exists. From the API, GET the Node
@@ -152,7 +165,7 @@ pub fn confirm_node(scan: &Scan, node: &str, guessed: bool) -> Result<NodeCheck,
     let got = if valid {
         client.send::<serde_json::Value>("GET", &format!("/api/v1/nodes/{node}"), &[], None)
     } else {
-        Err(crate::ApiError {
+        Err(ApiError {
             status: Some(404),
             message: String::new(),
             error: Unknown(String::new()),
@@ -226,7 +239,7 @@ pub struct NodeScan {
 /// UNKNOWN naming the nodes seen. `guessed`: the name came from the host name, not `--node`.
 pub fn scan_node_pods(
     pods_json: Option<&Path>,
-    api: &crate::ApiArgs,
+    api: &ApiArgs,
     filter: PodFilter,
     guessed: bool,
     ctx: &plugin::Ctx,
@@ -266,6 +279,27 @@ pub fn scan_node_pods(
                 )),
             })
         }
+    }
+}
+
+impl PodScopeArgs {
+    /// Read the pods (`--pods-json` or the API), each kept one to `f`, never an empty success on
+    /// a node name that is no node ([`scan_node_pods`]).
+    pub fn scan(
+        &self,
+        host_name: impl FnOnce() -> Option<String>,
+        ctx: &plugin::Ctx,
+        f: impl FnMut(Pod),
+    ) -> Result<NodeScan, plugin::Unknown> {
+        let filter = self.filter(host_name)?;
+        scan_node_pods(
+            self.pods.pods_json.as_deref(),
+            &self.api,
+            filter,
+            !self.all_nodes && self.node.guessed(),
+            ctx,
+            f,
+        )
     }
 }
 

@@ -5,9 +5,9 @@
 //!
 //! How a mount check uses it, after its own gathering and only for what it will alert on:
 //! ```ignore
-//! let mut wanted = kube::names::Wanted::default();
+//! let mut wanted = kube::checks::names::Wanted::default();
 //! wanted.add("pvc-a634b9a3-…", ["8e1f6a2c-…"]);          // only volumes of non-OK findings
-//! let names = kube::names::resolve(&self.names, &wanted, ctx); // no I/O when `wanted` is empty
+//! let names = kube::checks::names::resolve(&self.names, &wanted, ctx); // no I/O when `wanted` is empty
 //! let report = evaluate(&data, &names);                  // names.volume(pv, uids) in texts
 //! ```
 //!
@@ -22,7 +22,10 @@
 //! - the lookups get what is left of the check's `-t` minus a reserve for evaluating and
 //!   answering (a quarter of it, at least 500 ms).
 
-use crate::{ApiArgs, Client, Lookup, PersistentVolume, Pod, PodsJsonArg, PvsJsonArg};
+use crate::args::{ApiArgs, PodsJsonArg, PvsJsonArg};
+use crate::client::Client;
+use crate::config::Lookup;
+use crate::types::{PersistentVolume, Pod};
 use plugin::Ctx;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -389,14 +392,14 @@ pub fn resolve_files_only(args: &NamesArgs, wanted: &Wanted, ctx: &Ctx) -> Names
         args.pvs.pvs_json.as_deref(),
         ("PVC", "--pvs-json with --pods-json"),
         ctx,
-        |p, f| crate::load_pvs_json(p, f),
+        |p, f| crate::json::load_pvs_json(p, f),
         |n, pv| n.add_pv(wanted, pv),
     );
     let pods_read = n.add_file(
         args.pods.pods_json.as_deref(),
         ("pod", "--pods-json with --pvs-json"),
         ctx,
-        |p, f| crate::load_pods_json(p, &Default::default(), f),
+        |p, f| crate::json::load_pods_json(p, &Default::default(), f),
         |n, pod| n.add_pod(wanted, pod),
     );
     n.finish();
@@ -539,7 +542,7 @@ fn lookups(
     }
     for ns in n.claim_namespaces() {
         ctx.stage(format!("resolving names: listing pods in namespace {ns}"));
-        let filter = crate::PodFilter {
+        let filter = crate::filter::PodFilter {
             namespaces: vec![ns],
             ..Default::default()
         };
