@@ -28,7 +28,7 @@ use clap::Parser;
 use node::logs::time;
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Status, Thresholds, Unknown};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LONG_ABOUT: &str = "\
 Reads the kubelet's log (journal or files) for failed volume operations: the
@@ -145,9 +145,7 @@ impl Check for Opts {
         }
         let now = time::now_ms();
         // Stop reading early enough to answer before the watchdog does.
-        let rem = ctx.remaining();
-        let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
-        let read_deadline = Instant::now() + rem.saturating_sub(margin);
+        let read_deadline = plugin::deadline::ANSWER_RESERVE.deadline(ctx.remaining());
         let data = gather(self, ctx, now, read_deadline)?;
         let mut report = evaluate(&data, &self.policy());
         // The next step names the node: the kubelet's error says which, else this host.

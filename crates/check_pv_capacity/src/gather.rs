@@ -8,6 +8,7 @@ use node::kubelet;
 use node::logs::state;
 use node::probe::{self, Outcome, Space};
 use node::usage::{DeviceUsage, Scope};
+use plugin::deadline::Reserve;
 use plugin::{Ctx, Unknown};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -136,7 +137,7 @@ pub fn gather(o: &crate::Opts, policy: &Policy, ctx: &Ctx) -> Result<NodeData, U
     }
 
     ctx.stage("measuring PV filesystems");
-    let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
+    let budget = Reserve::fixed(Duration::from_millis(300)).left(ctx.remaining());
     let timeout = o
         .probe
         .probe_timeout

@@ -5,6 +5,7 @@ use node::fsstate;
 use node::kubelet;
 use node::probe::{self, Outcome};
 use node::usage::{DeviceUsage, Scope};
+use plugin::deadline::Reserve;
 use plugin::{Ctx, Unknown};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -211,7 +212,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     }
 
     ctx.stage("probing PV mount points");
-    let budget = ctx.remaining().saturating_sub(Duration::from_millis(300));
+    let budget = Reserve::fixed(Duration::from_millis(300)).left(ctx.remaining());
     let timeout = o
         .probe
         .probe_timeout

@@ -6,6 +6,7 @@ use crate::identity::{identify, selected};
 use crate::Opts;
 use node::kubelet::{Kind, VolData};
 use node::probe::Outcome;
+use plugin::deadline::Reserve;
 use plugin::{Ctx, Unknown};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,9 +50,12 @@ pub struct Data {
 /// How long the API may take: what is left, minus the probes' time and a reserve, but at least
 /// half of what is left. A slow API server must not squeeze the probes into false "hung" answers.
 pub fn api_budget(remaining: Duration, probe_timeout: Duration) -> Duration {
-    remaining
-        .saturating_sub(probe_timeout + Duration::from_millis(500))
-        .max(remaining / 2)
+    Reserve::share(
+        2,
+        Duration::ZERO,
+        probe_timeout + Duration::from_millis(500),
+    )
+    .left(remaining)
 }
 
 /// All I/O: mount table, vol_data.json files, cluster view, probes. Bounded by the deadline.
@@ -256,7 +260,7 @@ fn probe(
 /// before the deadline with a reserve for killing, reaping and printing.
 pub fn probe_budget(wanted: Duration, remaining: Duration, probes: usize) -> Duration {
     let rounds = probes.div_ceil(MAX_PARALLEL).max(1) as u32;
-    let reserve = (remaining / 10).max(Duration::from_millis(300));
-    let per_round = remaining.saturating_sub(reserve) / rounds;
+    let per_round =
+        Reserve::share(10, Duration::from_millis(300), Duration::MAX).left(remaining) / rounds;
     wanted.min(per_round).max(Duration::from_millis(50))
 }

@@ -19,7 +19,7 @@ use node::logs::time;
 use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
 use regex::Regex;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LONG_ABOUT: &str = "\
 Reads the kernel log (/dev/kmsg, non-blocking, from the start of the ring buffer) for storage
@@ -151,9 +151,7 @@ impl Check for Opts {
                 "--kmsg - and the names' '-' both read stdin: give one of them as a file".into(),
             ));
         }
-        let rem = ctx.remaining();
-        let margin = (rem / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
-        let deadline = Instant::now() + rem.saturating_sub(margin);
+        let deadline = plugin::deadline::ANSWER_RESERVE.deadline(ctx.remaining());
         let data = gather(self, ctx, deadline)?;
         let (policy, now) = (Policy::from(self), time::now_ms());
         // Names only after the kernel log is read, and only for the volumes the errors hit.

@@ -9,6 +9,7 @@ use node::usage::{DeviceUsage, Scope};
 use node::Host;
 use plugin::Status;
 use std::path::Path;
+use std::time::Instant;
 
 const MIN: i64 = 60_000;
 

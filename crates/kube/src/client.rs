@@ -3,6 +3,7 @@
 
 use crate::config::{Auth, Config};
 use crate::list::{read_list, ListMeta};
+use plugin::deadline::{remaining, Reserve};
 use plugin::Unknown;
 use serde::de::DeserializeOwned;
 use std::io::{BufReader, Read};
@@ -332,9 +333,8 @@ fn pem_items(pem: &[u8], what: &str) -> Result<Vec<PemItem<'static>>, Unknown> {
 /// The part of the deadline a request may use: the rest, less a margin so that the client's own
 /// timeout message (naming the request) wins over the runtime's watchdog.
 fn request_budget(deadline: Instant) -> Duration {
-    let left = deadline.saturating_duration_since(Instant::now());
-    let margin = (left / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
-    left.saturating_sub(margin)
+    Reserve::share(10, Duration::from_millis(50), Duration::from_millis(500))
+        .left(remaining(deadline))
 }
 
 impl Client {

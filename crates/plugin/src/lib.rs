@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod capped;
+pub mod deadline;
 pub mod mapped;
 pub mod next;
 mod parent;

@@ -441,7 +441,7 @@ fn finish<C: Check>(
 /// The deadline the check itself works to: a little before the watchdog's, so that a check that
 /// bounds its own I/O by `ctx.remaining()` answers with what it found rather than a bare timeout.
 fn work_budget(timeout: Duration) -> Duration {
-    timeout.saturating_sub((timeout / 10).min(Duration::from_millis(500)))
+    crate::deadline::Reserve::share(10, Duration::ZERO, Duration::from_millis(500)).left(timeout)
 }
 
 /// The runtime behind [`main`], in one process with the check on a thread (for unit tests).

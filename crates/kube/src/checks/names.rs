@@ -26,6 +26,7 @@ use crate::args::{ApiArgs, PodsJsonArg, PvsJsonArg};
 use crate::client::Client;
 use crate::config::Lookup;
 use crate::types::{PersistentVolume, Pod};
+use plugin::deadline::Reserve;
 use plugin::Ctx;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -444,8 +445,7 @@ impl Names {
 /// The time name lookups may take: what is left of `-t` minus a reserve for evaluating and
 /// answering. `None` when too little is left to try.
 pub fn lookup_budget(remaining: Duration) -> Option<Duration> {
-    let reserve = (remaining / 4).max(Duration::from_millis(500));
-    let budget = remaining.checked_sub(reserve)?;
+    let budget = Reserve::share(4, Duration::from_millis(500), Duration::MAX).left(remaining);
     (budget >= Duration::from_millis(200)).then_some(budget)
 }
 
