@@ -1,7 +1,9 @@
 //! evaluate on in-memory pods: every rule has a test that fails when the rule breaks.
 
 use super::*;
+use kube::checks::stuck::LastEvent;
 use kube::time::parse_rfc3339;
+use kube::{Pod, Time};
 use plugin::Status;
 
 const NOW: &str = "2026-07-12T12:00:00Z";

@@ -2,6 +2,8 @@
 
 use super::*;
 use kube::time::{format_rfc3339, parse_rfc3339};
+use kube::{Pod, Time};
+use plugin::Status;
 
 const NOW: &str = "2026-07-13T11:13:00Z";
 const UID: &str = "3c2b9f1e-5a7d-4e2f-9b1a-746b28370001";
