@@ -2,12 +2,25 @@
 //! expectations (--min-sessions, --expect-target), the summary and the perfdata.
 
 use crate::session::{is_offline, judge_session, session_volumes};
-use crate::{Gathered, Policy};
+use crate::Gathered;
 use kube::checks::names::{Names, Wanted};
 use node::iscsi::{pv_from_iqn, RecoveryTmo, Session};
 use node::usage::DeviceUsage;
-use plugin::{Finding, Perfdata, Range, Report, Status, Uom};
+use plugin::{Finding, Perfdata, Range, Report, Status, Thresholds, Uom};
+use regex::Regex;
 use std::collections::BTreeMap;
+
+/// The decisions' parameters, apart from the clap struct so tests build them directly.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub min_sessions: Option<u32>,
+    pub expect_target: Vec<Regex>,
+    pub min_recovery_timeout: Option<u64>,
+    pub include: Vec<Regex>,
+    pub exclude: Vec<Regex>,
+    /// -w/-c on the number of unhealthy sessions.
+    pub thresholds: Thresholds,
+}
 
 fn included(s: &Session, policy: &Policy) -> bool {
     let iqn = s.targetname.value().unwrap_or("");

@@ -10,11 +10,11 @@ mod gather;
 mod next;
 mod session;
 
-pub use evaluate::{evaluate, evaluate_named, wanted};
+pub use evaluate::{evaluate, evaluate_named, wanted, Policy};
 pub use gather::{gather, Gathered};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 use regex::Regex;
 
 const LONG_ABOUT: &str = "\
@@ -78,18 +78,6 @@ pub struct Opts {
     /// Names an operator knows: pods and claims of the volumes on unhealthy sessions
     #[command(flatten)]
     pub names: kube::checks::names::NamesArgs,
-}
-
-/// The decisions' parameters, apart from the clap struct so tests build them directly.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    pub min_sessions: Option<u32>,
-    pub expect_target: Vec<Regex>,
-    pub min_recovery_timeout: Option<u64>,
-    pub include: Vec<Regex>,
-    pub exclude: Vec<Regex>,
-    /// -w/-c on the number of unhealthy sessions.
-    pub thresholds: Thresholds,
 }
 
 impl From<&Opts> for Policy {

@@ -1,10 +1,24 @@
 //! Every decision, on plain data: each replica's state, each volume's redundancy, the report.
 
-use crate::Policy;
 use kube::Time;
 use plugin::{fmt_duration, Finding, Perfdata, Range, Report, Status, Thresholds};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// What decides, from the options: when a replica counts as crash-looping, and when critical.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Restart counts outside this (with a recent restart) are crash-looping.
+    pub warning: Range,
+    /// Restart counts outside this are critical.
+    pub critical: Range,
+    /// Unhealthy longer than this is critical.
+    pub critical_after: Duration,
+    /// How recent the last restart must be for `warning` to count it.
+    pub restart_window: Duration,
+    /// Controllers evicted sooner than this by a node outage are WARNING.
+    pub min_toleration: Option<Duration>,
+}
 
 /// One replica as `evaluate` sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -130,106 +130,103 @@ pub fn replica_of(p: &Pod, o: &Opts) -> Option<Replica> {
     })
 }
 
-impl Opts {
-    /// All I/O: the pods of the namespaces, from the API or a file.
-    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
-        let filter = PodFilter {
-            namespaces: self.namespace.clone(),
-            node: None,
-            labels: None,
-        };
-        let mut d = Data {
-            scope: filter.describe().replace("on all nodes ", ""),
-            namespaces: self.namespace.clone(),
-            ..Default::default()
-        };
-        // Bounded (issue 27, finding 3): past REPLICAS_MAX replicas are counted, not kept, and
-        // the answer is UNKNOWN naming the cap (the verdicts group replicas per volume).
-        let mut over = 0usize;
-        let mut take = |p: Pod| {
-            if let Some(r) = replica_of(&p, self) {
-                if d.replicas.len() < REPLICAS_MAX {
-                    d.replicas.push(r)
-                } else {
-                    over += 1;
-                }
+/// All I/O: the pods of the namespaces, from the API or a file.
+pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
+    let filter = PodFilter {
+        namespaces: opts.namespace.clone(),
+        node: None,
+        labels: None,
+    };
+    let mut d = Data {
+        scope: filter.describe().replace("on all nodes ", ""),
+        namespaces: opts.namespace.clone(),
+        ..Default::default()
+    };
+    // Bounded (issue 27, finding 3): past REPLICAS_MAX replicas are counted, not kept, and
+    // the answer is UNKNOWN naming the cap (the verdicts group replicas per volume).
+    let mut over = 0usize;
+    let mut take = |p: Pod| {
+        if let Some(r) = replica_of(&p, opts) {
+            if d.replicas.len() < REPLICAS_MAX {
+                d.replicas.push(r)
+            } else {
+                over += 1;
             }
-        };
-        match &self.pods.pods_json {
-            Some(path) => {
-                ctx.stage(format!("reading {}", path.display()));
-                let n = kube::load_pods_json(path, &filter, &mut take)?;
-                ctx.debug(format!("{n} pods from {}", path.display()));
-                too_many(over)?;
-                if self.jiva_status == "required" {
-                    d.status_unreadable = Some(
-                        "read from the API only, not from --pods-json (--jiva-status required)"
-                            .into(),
-                    );
-                }
+        }
+    };
+    match &opts.pods.pods_json {
+        Some(path) => {
+            ctx.stage(format!("reading {}", path.display()));
+            let n = kube::load_pods_json(path, &filter, &mut take)?;
+            ctx.debug(format!("{n} pods from {}", path.display()));
+            too_many(over)?;
+            if opts.jiva_status == "required" {
+                d.status_unreadable = Some(
+                    "read from the API only, not from --pods-json (--jiva-status required)".into(),
+                );
             }
-            None => {
-                let client = kube::connect(&self.api, ctx)?;
+        }
+        None => {
+            let client = kube::connect(&opts.api, ctx)?;
+            ctx.stage(format!(
+                "listing pods {} from {}",
+                filter.describe(),
+                client.server()
+            ));
+            client.list_pods(&filter, &mut take)?;
+            too_many(over)?;
+            if opts.jiva_status != "off" {
+                opts.read_jiva_volumes(&client, ctx, &mut d);
+            }
+            // The claims of the volumes it will alert on: one paged list of PVs, only when
+            // something is unhealthy (a healthy cluster costs no extra request). A failure
+            // (RBAC without `list persistentvolumes`) leaves the PV names, with a note.
+            let now = kube::time::now();
+            let min_tol = opts.policy().min_toleration;
+            if d.replicas.iter().any(|r| {
+                r.pv.is_some()
+                    && (!r.ready
+                        || judge(r, &opts.policy(), now).0 != Status::Ok
+                        || (r.controller
+                            && min_tol.is_some_and(|m| {
+                                r.evict_after.iter().any(|(_, s)| {
+                                    s.is_some_and(|s| (s.max(0) as u64) < m.as_secs())
+                                })
+                            })))
+            }) || d.volumes.iter().any(|v| !volume_ok(v))
+            {
                 ctx.stage(format!(
-                    "listing pods {} from {}",
-                    filter.describe(),
+                    "listing PersistentVolumes from {}",
                     client.server()
                 ));
-                client.list_pods(&filter, &mut take)?;
-                too_many(over)?;
-                if self.jiva_status != "off" {
-                    self.read_jiva_volumes(&client, ctx, &mut d);
-                }
-                // The claims of the volumes it will alert on: one paged list of PVs, only when
-                // something is unhealthy (a healthy cluster costs no extra request). A failure
-                // (RBAC without `list persistentvolumes`) leaves the PV names, with a note.
-                let now = kube::time::now();
-                let min_tol = self.policy().min_toleration;
-                if d.replicas.iter().any(|r| {
-                    r.pv.is_some()
-                        && (!r.ready
-                            || judge(r, &self.policy(), now).0 != Status::Ok
-                            || (r.controller
-                                && min_tol.is_some_and(|m| {
-                                    r.evict_after.iter().any(|(_, s)| {
-                                        s.is_some_and(|s| (s.max(0) as u64) < m.as_secs())
-                                    })
-                                })))
-                }) || d.volumes.iter().any(|v| !volume_ok(v))
-                {
-                    ctx.stage(format!(
-                        "listing PersistentVolumes from {}",
-                        client.server()
-                    ));
-                    let mut claims = BTreeMap::new();
-                    let wanted = replica_pvs(&d);
-                    match client.list_pvs(|pv| {
-                        if wanted.contains(pv.metadata.name.as_str()) {
-                            add_claim(&mut claims, &pv)
-                        }
-                    }) {
-                        Ok(_) => d.claims = claims,
-                        Err(e) => d.notes.push(format!("PVC names not resolved: {}", e.0)),
+                let mut claims = BTreeMap::new();
+                let wanted = replica_pvs(&d);
+                match client.list_pvs(|pv| {
+                    if wanted.contains(pv.metadata.name.as_str()) {
+                        add_claim(&mut claims, &pv)
                     }
-                }
-                for line in client.requests() {
-                    ctx.debug(line);
+                }) {
+                    Ok(_) => d.claims = claims,
+                    Err(e) => d.notes.push(format!("PVC names not resolved: {}", e.0)),
                 }
             }
+            for line in client.requests() {
+                ctx.debug(line);
+            }
         }
-        if let Some(path) = &self.pvs.pvs_json {
-            ctx.stage(format!("reading {}", path.display()));
-            let mut claims = BTreeMap::new();
-            let wanted = replica_pvs(&d);
-            kube::load_pvs_json(path, |pv| {
-                if wanted.contains(pv.metadata.name.as_str()) {
-                    add_claim(&mut claims, &pv)
-                }
-            })?;
-            d.claims = claims;
-        }
-        Ok(d)
     }
+    if let Some(path) = &opts.pvs.pvs_json {
+        ctx.stage(format!("reading {}", path.display()));
+        let mut claims = BTreeMap::new();
+        let wanted = replica_pvs(&d);
+        kube::load_pvs_json(path, |pv| {
+            if wanted.contains(pv.metadata.name.as_str()) {
+                add_claim(&mut claims, &pv)
+            }
+        })?;
+        d.claims = claims;
+    }
+    Ok(d)
 }
 
 /// At most this many Jiva replica pods are kept (3 per volume: 16 000 volumes); past it the

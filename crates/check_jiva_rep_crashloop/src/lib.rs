@@ -11,8 +11,8 @@ mod evaluate;
 mod gather;
 pub mod status;
 
-pub use evaluate::{evaluate, judge, Data, Replica};
-pub use gather::replica_of;
+pub use evaluate::{evaluate, judge, Data, Policy, Replica};
+pub use gather::{gather, replica_of};
 
 use clap::Parser;
 use kube::{ApiArgs, PodsJsonArg, Selector};
@@ -128,20 +128,6 @@ pub struct Opts {
 fn parse_selector(s: &str) -> Result<Selector, String> {
     Selector::parse(s)
 }
-/// What decides, from the options: when a replica counts as crash-looping, and when critical.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    /// Restart counts outside this (with a recent restart) are crash-looping.
-    pub warning: Range,
-    /// Restart counts outside this are critical.
-    pub critical: Range,
-    /// Unhealthy longer than this is critical.
-    pub critical_after: Duration,
-    /// How recent the last restart must be for `warning` to count it.
-    pub restart_window: Duration,
-    /// Controllers evicted sooner than this by a node outage are WARNING.
-    pub min_toleration: Option<Duration>,
-}
 
 impl Opts {
     pub fn policy(&self) -> Policy {
@@ -174,7 +160,7 @@ impl Check for Opts {
         self.pods.reads_stdin() || self.pvs.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
-        let d = self.gather(ctx)?;
+        let d = gather(self, ctx)?;
         Ok(evaluate(&d, &self.policy(), kube::time::now()))
     }
 }

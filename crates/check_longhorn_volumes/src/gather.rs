@@ -266,65 +266,63 @@ where
     Ok(out)
 }
 
-impl Opts {
-    /// All I/O: which longhorn.io version is served, then volumes, replicas, engines.
-    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
-        let client = kube::connect(&self.api, ctx)?;
-        ctx.stage(format!("discovering /apis/{GROUP} on {}", client.server()));
-        let group: Group = match client.send("GET", &format!("/apis/{GROUP}"), &[], None) {
-            Ok(g) => g,
-            Err(e) if e.status == Some(404) => {
-                return Err(Unknown(format!(
-                    "Longhorn is not installed on API server {}: the API group {GROUP} is not \
-                     served (no CustomResourceDefinition volumes.{GROUP}); if Longhorn should be \
-                     there, see kubectl get crd volumes.{GROUP}",
-                    client.server()
-                )))
-            }
-            Err(e) => return Err(e.error),
-        };
-        let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
-        let Some(version) = VERSIONS.iter().find(|v| served.contains(v)) else {
+/// All I/O: which longhorn.io version is served, then volumes, replicas, engines.
+pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
+    let client = kube::connect(&opts.api, ctx)?;
+    ctx.stage(format!("discovering /apis/{GROUP} on {}", client.server()));
+    let group: Group = match client.send("GET", &format!("/apis/{GROUP}"), &[], None) {
+        Ok(g) => g,
+        Err(e) if e.status == Some(404) => {
             return Err(Unknown(format!(
-                "API group {GROUP} serves {}, none of the versions this check reads ({})",
-                if served.is_empty() {
-                    "no version".to_string()
-                } else {
-                    served.join(", ")
-                },
-                VERSIONS.join(", ")
-            )));
-        };
-        ctx.debug(format!("{GROUP} served versions: {}", served.join(", ")));
-        let base = format!("/apis/{GROUP}/{version}");
-        let volumes: Vec<Volume> =
-            list_capped::<LhVolume, _>(&client, ctx, &format!("{base}/volumes"), "volumes")?;
-        let replicas: Vec<Replica> =
-            list_capped::<LhReplica, _>(&client, ctx, &format!("{base}/replicas"), "replicas")?;
-        let engines: Vec<Engine> =
-            list_capped::<LhEngine, _>(&client, ctx, &format!("{base}/engines"), "engines")?;
-        for line in client.requests() {
-            ctx.debug(line);
+                "Longhorn is not installed on API server {}: the API group {GROUP} is not \
+                 served (no CustomResourceDefinition volumes.{GROUP}); if Longhorn should be \
+                 there, see kubectl get crd volumes.{GROUP}",
+                client.server()
+            )))
         }
-        let mut d = Data {
-            version: version.to_string(),
-            volumes,
-            replicas,
-            engines,
-            scope: "cluster-wide".into(),
-            total_volumes: 0,
-        };
-        d.total_volumes = d.volumes.len();
-        if let Some(n) = self
-            .node
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        {
-            d.only_node(n);
-        }
-        Ok(d)
+        Err(e) => return Err(e.error),
+    };
+    let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+    let Some(version) = VERSIONS.iter().find(|v| served.contains(v)) else {
+        return Err(Unknown(format!(
+            "API group {GROUP} serves {}, none of the versions this check reads ({})",
+            if served.is_empty() {
+                "no version".to_string()
+            } else {
+                served.join(", ")
+            },
+            VERSIONS.join(", ")
+        )));
+    };
+    ctx.debug(format!("{GROUP} served versions: {}", served.join(", ")));
+    let base = format!("/apis/{GROUP}/{version}");
+    let volumes: Vec<Volume> =
+        list_capped::<LhVolume, _>(&client, ctx, &format!("{base}/volumes"), "volumes")?;
+    let replicas: Vec<Replica> =
+        list_capped::<LhReplica, _>(&client, ctx, &format!("{base}/replicas"), "replicas")?;
+    let engines: Vec<Engine> =
+        list_capped::<LhEngine, _>(&client, ctx, &format!("{base}/engines"), "engines")?;
+    for line in client.requests() {
+        ctx.debug(line);
     }
+    let mut d = Data {
+        version: version.to_string(),
+        volumes,
+        replicas,
+        engines,
+        scope: "cluster-wide".into(),
+        total_volumes: 0,
+    };
+    d.total_volumes = d.volumes.len();
+    if let Some(n) = opts
+        .node
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        d.only_node(n);
+    }
+    Ok(d)
 }
 
 impl Data {

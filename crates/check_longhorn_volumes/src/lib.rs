@@ -12,7 +12,7 @@ mod evaluate;
 mod gather;
 
 pub use evaluate::{evaluate, Data, Engine, Replica, Volume, Workload};
-pub use gather::{Cond, LhEngine, LhReplica, LhVolume};
+pub use gather::{gather, Cond, LhEngine, LhReplica, LhVolume};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
@@ -75,7 +75,7 @@ impl Check for Opts {
         &self.common
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
-        let d = self.gather(ctx)?;
+        let d = gather(self, ctx)?;
         Ok(evaluate(
             &d,
             &self.thresholds.thresholds(),

@@ -7,8 +7,15 @@ use crate::problem::{problems, Problem};
 use crate::text::{
     headline, hint, identity_line, kind_word, mount_subject, named, plural, short, CLASS_ORDER,
 };
-use crate::{Data, Policy};
-use plugin::{Finding, Perfdata, Report, Status};
+use crate::Data;
+use plugin::{Finding, Perfdata, Report, Status, Thresholds};
+
+/// What decides, from the options: `-w/-c` on the number of stale mounts (none: the classes'
+/// own states).
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub thresholds: Thresholds,
+}
 
 /// Counts of the selected mounts' problems, for state, summary and perfdata.
 #[derive(Debug, Default)]

@@ -15,13 +15,13 @@ pub mod problem;
 mod text;
 
 pub use cluster::ClusterView;
-pub use evaluate::evaluate;
+pub use evaluate::{evaluate, Policy};
 pub use gather::{api_budget, gather, probe_budget, CsiMount, Data, MAX_PARALLEL};
 pub use identity::{identify, selected, Identity};
 pub use problem::{problems, Problem};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 
 const LONG_ABOUT: &str = "\
 Find the CSI mounts that deadlock the kubelet.
@@ -90,13 +90,6 @@ pub struct Opts {
 
     #[command(flatten)]
     pub run_dir: node::RunDirArg,
-}
-
-/// What decides, from the options: `-w/-c` on the number of stale mounts (none: the classes'
-/// own states).
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    pub thresholds: Thresholds,
 }
 
 impl Opts {

@@ -2,13 +2,22 @@
 //! named by what it holds, and the state.
 
 use crate::classify::{Category, Device};
-use crate::Policy;
+
 use kube::checks::names::{Names, Wanted};
 use node::logs::time;
 use plugin::{Finding, Perfdata, Report, Status, Thresholds};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The decision's parameters, built from the options.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Only records of the last `window_ms` count (0: every record).
+    pub window_ms: i64,
+    /// -w/-c on the number of storage-error records in the window.
+    pub thresholds: Thresholds,
+}
 
 /// One classified record.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -181,24 +190,16 @@ pub fn wanted(data: &Data, window_ms: i64, now: i64) -> Wanted {
     w
 }
 
-/// Aggregate and decide (pure), without names. `now`: epoch ms; `window_ms` 0 = everything.
-pub fn evaluate(data: &Data, window_ms: i64, now: i64) -> Report {
-    evaluate_named(data, window_ms, now, &Names::default())
+/// Aggregate and decide (pure), without names. `now`: epoch ms.
+pub fn evaluate(data: &Data, policy: &Policy, now: i64) -> Report {
+    evaluate_named(data, policy, now, &Names::default())
 }
 
 /// Aggregate and decide (pure), volumes named with what `names` knows (its notes are added).
-pub fn evaluate_named(data: &Data, window_ms: i64, now: i64, names: &Names) -> Report {
-    let policy = Policy {
-        window_ms,
-        thresholds: Thresholds::default(),
-    };
-    evaluate_with(data, &policy, now, names)
-}
-
-/// As [`evaluate_named`], with the policy's -w/-c ranges on the number of storage-error
-/// records in the window: when one is given, that count decides the state instead of each
+/// The policy's window (0: everything) selects the records; its -w/-c ranges, when one is given,
+/// on the number of storage-error records in the window decide the state instead of each
 /// record's kind.
-pub fn evaluate_with(data: &Data, policy: &Policy, now: i64, names: &Names) -> Report {
+pub fn evaluate_named(data: &Data, policy: &Policy, now: i64, names: &Names) -> Report {
     let (window_ms, thresholds) = (policy.window_ms, &policy.thresholds);
     type Key = (Category, Option<Device>);
     let mut groups: BTreeMap<Key, Vec<&Event>> = BTreeMap::new();

@@ -11,12 +11,12 @@ mod gather;
 mod next;
 pub mod stdin;
 
-pub use evaluate::{evaluate, evaluate_named, evaluate_with, wanted, Data, Event, Holding};
+pub use evaluate::{evaluate, evaluate_named, wanted, Data, Event, Holding, Policy};
 pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgState};
 
 use clap::Parser;
 use node::logs::time;
-use plugin::{Check, CommonArgs, Ctx, Report, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 use regex::Regex;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -108,15 +108,6 @@ pub struct Opts {
     pub node: kube::NodeArg,
 }
 
-/// The decision's parameters, built from the options.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    /// Only records of the last `window_ms` count (0: every record).
-    pub window_ms: i64,
-    /// -w/-c on the number of storage-error records in the window.
-    pub thresholds: Thresholds,
-}
-
 impl From<&Opts> for Policy {
     fn from(o: &Opts) -> Policy {
         Policy {
@@ -157,7 +148,7 @@ impl Check for Opts {
         // Names only after the kernel log is read, and only for the volumes the errors hit.
         let names =
             kube::checks::names::resolve(&self.names, &wanted(&data, policy.window_ms, now), ctx);
-        Ok(evaluate_with(&data, &policy, now, &names))
+        Ok(evaluate_named(&data, &policy, now, &names))
     }
 }
 

@@ -13,6 +13,14 @@ use std::time::Instant;
 
 const MIN: i64 = 60_000;
 
+/// The policy of `--window` alone (no -w/-c).
+fn window(window_ms: i64) -> Policy {
+    Policy {
+        window_ms,
+        ..Default::default()
+    }
+}
+
 fn ev(seq: u64, t: i64, text: &str) -> Event {
     let (c, d) = classify::classify(text).unwrap();
     Event {
@@ -35,7 +43,7 @@ fn data(events: Vec<Event>) -> Data {
 
 #[test]
 fn quiet_log_is_ok_with_every_counter() {
-    let r = evaluate(&data(vec![]), 15 * MIN, 100 * MIN);
+    let r = evaluate(&data(vec![]), &window(15 * MIN), 100 * MIN);
     assert_eq!(r.status, Status::Ok);
     assert!(r
         .summary
@@ -45,7 +53,7 @@ fn quiet_log_is_ok_with_every_counter() {
         records: 1,
         ..data(vec![])
     };
-    let r1 = evaluate(&one, 15 * MIN, 100 * MIN);
+    let r1 = evaluate(&one, &window(15 * MIN), 100 * MIN);
     assert!(
         r1.summary
             .contains("no storage errors in the last 15m (1 record read)"),
@@ -99,7 +107,7 @@ fn incident_sequence_is_critical_and_mapped_to_the_pv() {
     };
     d.holdings.insert(Device::Block("sde".into()), h.clone());
     d.holdings.insert(Device::IscsiSession(3), h);
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert_eq!(r.status, Status::Critical);
     assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
     let p = |l: &str| r.perfdata.iter().find(|p| p.label == l).unwrap().value;
@@ -167,7 +175,7 @@ fn volumes_hit_are_named_and_wanted() {
         },
     );
     names.notes.push("resolver note".into());
-    let r = evaluate_named(&d, 15 * MIN, now, &names);
+    let r = evaluate_named(&d, &window(15 * MIN), now, &names);
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.summary
@@ -177,7 +185,7 @@ fn volumes_hit_are_named_and_wanted() {
     );
     assert_eq!(r.notes.last().map(String::as_str), Some("resolver note"));
     // Without names: as before.
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert!(r.summary.contains("sde → pvc-746b2837"), "{}", r.summary);
     assert_eq!(
         node::kubelet::pod_uid_in(Path::new("/k/pods/u1/volumeDevices/kubernetes.io~csi/pv")),
@@ -198,7 +206,7 @@ fn io_and_connection_errors_warn() {
             now - MIN,
             "I/O error, dev sdc, sector 8 op 0x1:(WRITE) flags 0x0",
         )]),
-        15 * MIN,
+        &window(15 * MIN),
         now,
     );
     assert_eq!(r.status, Status::Warning);
@@ -214,17 +222,17 @@ fn window_and_duplicates() {
         "EXT4-fs (sdc): Remounting filesystem read-only",
     );
     assert_eq!(
-        evaluate(&data(vec![old.clone()]), 15 * MIN, now).status,
+        evaluate(&data(vec![old.clone()]), &window(15 * MIN), now).status,
         Status::Ok
     );
     // Window 0 = everything.
     assert_eq!(
-        evaluate(&data(vec![old.clone()]), 0, now).status,
+        evaluate(&data(vec![old.clone()]), &window(0), now).status,
         Status::Critical
     );
     // The same record twice (state + re-read) counts once.
     let e = ev(2, now - MIN, "I/O error, dev sdc, sector 8");
-    let r = evaluate(&data(vec![e.clone(), e]), 15 * MIN, now);
+    let r = evaluate(&data(vec![e.clone(), e]), &window(15 * MIN), now);
     assert_eq!(
         r.perfdata
             .iter()
@@ -239,7 +247,10 @@ fn window_and_duplicates() {
 fn incomplete_quiet_read_is_unknown() {
     let mut d = data(vec![]);
     d.complete = false;
-    assert_eq!(evaluate(&d, 15 * MIN, 100 * MIN).status, Status::Unknown);
+    assert_eq!(
+        evaluate(&d, &window(15 * MIN), 100 * MIN).status,
+        Status::Unknown
+    );
 }
 
 #[test]
@@ -383,7 +394,7 @@ fn finding4_a_kernel_log_that_gave_nothing_is_unknown() {
     let mut d = data(vec![]);
     d.records = 0;
     d.empty_source = Some("/dev/null".into());
-    let r = evaluate(&d, 15 * MIN, 100 * MIN);
+    let r = evaluate(&d, &window(15 * MIN), 100 * MIN);
     assert_eq!(r.status, Status::Unknown);
     assert!(
         r.summary.contains("/dev/null gave no kernel log record"),
@@ -391,7 +402,10 @@ fn finding4_a_kernel_log_that_gave_nothing_is_unknown() {
         r.summary
     );
     d.events = vec![ev(1, 99 * MIN, "Aborting journal on device sdc-8.")];
-    assert_eq!(evaluate(&d, 15 * MIN, 100 * MIN).status, Status::Critical);
+    assert_eq!(
+        evaluate(&d, &window(15 * MIN), 100 * MIN).status,
+        Status::Critical
+    );
 }
 
 /// `nfs: server X OK` clears that server's not-responding records before it (issue 31); a later
@@ -426,7 +440,7 @@ fn nfs_recovery_clears_the_matching_server_within_the_window() {
             mounts: vec![(nfs_pv.clone(), Some("pv-media".into()))],
         },
     );
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert_eq!(r.status, Status::Warning, "{r:?}");
     assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
     let f = &r.findings[0];
@@ -460,7 +474,7 @@ fn nfs_recovery_clears_the_matching_server_within_the_window() {
         now - MIN,
         "nfs: server 10.0.0.5 not responding, timed out",
     ));
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.findings[0]
@@ -474,7 +488,7 @@ fn nfs_recovery_clears_the_matching_server_within_the_window() {
         up(1, now - 30 * MIN, "nas.lan"),
         down(2, now - MIN, "nas.lan"),
     ]);
-    assert_eq!(evaluate(&d, 15 * MIN, now).status, Status::Warning);
+    assert_eq!(evaluate(&d, &window(15 * MIN), now).status, Status::Warning);
 }
 
 /// A disk whose capacity dropped to 0 while it still held a mount is CRITICAL; a disk detached
@@ -505,7 +519,7 @@ fn vanished_disk_is_critical_only_while_mounted() {
             )],
         },
     );
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert_eq!(r.status, Status::Critical);
     assert_eq!(r.findings[0].status, Status::Critical);
     assert!(
@@ -529,7 +543,7 @@ fn vanished_disk_is_critical_only_while_mounted() {
             below: vec!["sdc".into(), "sdd".into()],
         },
     );
-    let r = evaluate(&d, 15 * MIN, now);
+    let r = evaluate(&d, &window(15 * MIN), now);
     assert_eq!(r.status, Status::Critical);
     assert!(
         r.findings[0]

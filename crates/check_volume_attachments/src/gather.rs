@@ -102,153 +102,151 @@ impl MultiAttach {
     }
 }
 
-impl Opts {
-    /// All I/O: VolumeAttachments, Nodes, Multi-Attach events, PVs, then the pods of the
-    /// claims' namespaces.
-    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
-        let client = kube::connect(&self.api, ctx)?;
-        let node = self
-            .node
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string);
+/// All I/O: VolumeAttachments, Nodes, Multi-Attach events, PVs, then the pods of the
+/// claims' namespaces.
+pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
+    let client = kube::connect(&opts.api, ctx)?;
+    let node = opts
+        .node
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
 
-        ctx.stage(format!(
-            "listing VolumeAttachments from {}",
-            client.server()
-        ));
-        let mut attachments = Vec::new();
-        let mut more = 0;
-        client.list_volume_attachments(|v| {
-            if attachments.len() < OBJECTS_MAX {
-                attachments.push(Attachment::from(v))
+    ctx.stage(format!(
+        "listing VolumeAttachments from {}",
+        client.server()
+    ));
+    let mut attachments = Vec::new();
+    let mut more = 0;
+    client.list_volume_attachments(|v| {
+        if attachments.len() < OBJECTS_MAX {
+            attachments.push(Attachment::from(v))
+        } else {
+            more += 1
+        }
+    })?;
+    if more > 0 {
+        return Err(over("VolumeAttachments", more));
+    }
+
+    ctx.stage(format!("listing Nodes from {}", client.server()));
+    let mut nodes = BTreeMap::new();
+    let mut more = 0;
+    client.list_nodes(|n| {
+        if nodes.len() < OBJECTS_MAX {
+            nodes.insert(n.metadata.name.clone(), NodeState::from(&n));
+        } else {
+            more += 1
+        }
+    })?;
+    if more > 0 {
+        return Err(over("Nodes", more));
+    }
+
+    ctx.stage(format!(
+        "listing FailedAttachVolume events from {}",
+        client.server()
+    ));
+    let mut multi_attach = Vec::new();
+    let mut more = 0;
+    client.list_events_with_reason("FailedAttachVolume", |e| {
+        if let Some(m) = MultiAttach::of(&e) {
+            if multi_attach.len() < OBJECTS_MAX {
+                multi_attach.push(m)
             } else {
                 more += 1
             }
-        })?;
-        if more > 0 {
-            return Err(over("VolumeAttachments", more));
         }
+    })?;
+    if more > 0 {
+        return Err(over("Multi-Attach events", more));
+    }
 
-        ctx.stage(format!("listing Nodes from {}", client.server()));
-        let mut nodes = BTreeMap::new();
-        let mut more = 0;
-        client.list_nodes(|n| {
-            if nodes.len() < OBJECTS_MAX {
-                nodes.insert(n.metadata.name.clone(), NodeState::from(&n));
-            } else {
-                more += 1
-            }
-        })?;
-        if more > 0 {
-            return Err(over("Nodes", more));
+    // The PVs named: by the attachments in scope, by the Multi-Attach events.
+    let in_scope = |a: &Attachment| node.as_deref().is_none_or(|n| a.node == n);
+    let wanted: BTreeSet<&str> = attachments
+        .iter()
+        .filter(|a| in_scope(a))
+        .map(|a| a.pv.as_str())
+        .chain(multi_attach.iter().map(|m| m.volume.as_str()))
+        .filter(|p| !p.is_empty())
+        .collect();
+    ctx.stage(format!(
+        "listing PersistentVolumes from {}",
+        client.server()
+    ));
+    let mut claims = BTreeMap::new();
+    client.list_pvs(|pv: PersistentVolume| {
+        if let Some(c) = pv
+            .spec
+            .claim_ref
+            .as_ref()
+            .filter(|_| wanted.contains(pv.metadata.name.as_str()))
+            .filter(|c| !c.name.is_empty())
+        {
+            claims.insert(
+                pv.metadata.name.clone(),
+                format!("{}/{}", c.namespace, c.name),
+            );
         }
+    })?;
 
+    // Who uses the claims, who waits: the pods of those namespaces.
+    let namespaces: BTreeSet<String> = claims
+        .values()
+        .filter_map(|c| c.split_once('/').map(|(ns, _)| ns.to_string()))
+        .chain(
+            multi_attach
+                .iter()
+                .filter_map(|m| m.pod.split_once('/').map(|(ns, _)| ns.to_string())),
+        )
+        .collect();
+    let mut pods = Vec::new();
+    if namespaces.is_empty() {
+        // Nothing to name: still prove the grant, so a missing one shows on every run.
         ctx.stage(format!(
-            "listing FailedAttachVolume events from {}",
+            "checking pods may be listed on {}",
             client.server()
         ));
-        let mut multi_attach = Vec::new();
+        client.may_list("/api/v1/pods")?;
+    } else {
+        let filter = PodFilter {
+            namespaces: if namespaces.len() > crate::gather::NAMESPACES_MAX {
+                Vec::new()
+            } else {
+                namespaces.into_iter().collect()
+            },
+            ..Default::default()
+        };
+        ctx.stage(format!(
+            "listing pods {} from {}",
+            filter.describe(),
+            client.server()
+        ));
         let mut more = 0;
-        client.list_events_with_reason("FailedAttachVolume", |e| {
-            if let Some(m) = MultiAttach::of(&e) {
-                if multi_attach.len() < OBJECTS_MAX {
-                    multi_attach.push(m)
+        client.list_pods(&filter, |p| {
+            if let Some(u) = PodUse::of(&p) {
+                if pods.len() < OBJECTS_MAX {
+                    pods.push(u)
                 } else {
                     more += 1
                 }
             }
         })?;
         if more > 0 {
-            return Err(over("Multi-Attach events", more));
+            return Err(over("pods with claims", more));
         }
-
-        // The PVs named: by the attachments in scope, by the Multi-Attach events.
-        let in_scope = |a: &Attachment| node.as_deref().is_none_or(|n| a.node == n);
-        let wanted: BTreeSet<&str> = attachments
-            .iter()
-            .filter(|a| in_scope(a))
-            .map(|a| a.pv.as_str())
-            .chain(multi_attach.iter().map(|m| m.volume.as_str()))
-            .filter(|p| !p.is_empty())
-            .collect();
-        ctx.stage(format!(
-            "listing PersistentVolumes from {}",
-            client.server()
-        ));
-        let mut claims = BTreeMap::new();
-        client.list_pvs(|pv: PersistentVolume| {
-            if let Some(c) = pv
-                .spec
-                .claim_ref
-                .as_ref()
-                .filter(|_| wanted.contains(pv.metadata.name.as_str()))
-                .filter(|c| !c.name.is_empty())
-            {
-                claims.insert(
-                    pv.metadata.name.clone(),
-                    format!("{}/{}", c.namespace, c.name),
-                );
-            }
-        })?;
-
-        // Who uses the claims, who waits: the pods of those namespaces.
-        let namespaces: BTreeSet<String> = claims
-            .values()
-            .filter_map(|c| c.split_once('/').map(|(ns, _)| ns.to_string()))
-            .chain(
-                multi_attach
-                    .iter()
-                    .filter_map(|m| m.pod.split_once('/').map(|(ns, _)| ns.to_string())),
-            )
-            .collect();
-        let mut pods = Vec::new();
-        if namespaces.is_empty() {
-            // Nothing to name: still prove the grant, so a missing one shows on every run.
-            ctx.stage(format!(
-                "checking pods may be listed on {}",
-                client.server()
-            ));
-            client.may_list("/api/v1/pods")?;
-        } else {
-            let filter = PodFilter {
-                namespaces: if namespaces.len() > crate::gather::NAMESPACES_MAX {
-                    Vec::new()
-                } else {
-                    namespaces.into_iter().collect()
-                },
-                ..Default::default()
-            };
-            ctx.stage(format!(
-                "listing pods {} from {}",
-                filter.describe(),
-                client.server()
-            ));
-            let mut more = 0;
-            client.list_pods(&filter, |p| {
-                if let Some(u) = PodUse::of(&p) {
-                    if pods.len() < OBJECTS_MAX {
-                        pods.push(u)
-                    } else {
-                        more += 1
-                    }
-                }
-            })?;
-            if more > 0 {
-                return Err(over("pods with claims", more));
-            }
-        }
-        for line in client.requests() {
-            ctx.debug(line);
-        }
-        Ok(Data {
-            attachments,
-            nodes,
-            claims,
-            pods,
-            multi_attach,
-            node,
-        })
     }
+    for line in client.requests() {
+        ctx.debug(line);
+    }
+    Ok(Data {
+        attachments,
+        nodes,
+        claims,
+        pods,
+        multi_attach,
+        node,
+    })
 }

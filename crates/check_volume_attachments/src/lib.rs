@@ -15,7 +15,7 @@ mod gather;
 pub use evaluate::{
     evaluate, parse_multi_attach, Attachment, Data, MultiAttach, NodeState, PodUse, Policy,
 };
-pub use gather::{NAMESPACES_MAX, OBJECTS_MAX};
+pub use gather::{gather, NAMESPACES_MAX, OBJECTS_MAX};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Unknown};
@@ -88,7 +88,7 @@ impl Check for Opts {
         &self.common
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
-        let d = self.gather(ctx)?;
+        let d = gather(self, ctx)?;
         Ok(evaluate(&d, &self.policy(), kube::time::now()))
     }
 }

@@ -1,8 +1,16 @@
 //! The decision on what the reads saw: each server's lag against the thresholds, the summary.
 
-use crate::{Data, Outcome, Policy, ANNOTATION};
-use plugin::{fmt_duration, fmt_num, Finding, Perfdata, Report, Status, Uom};
+use crate::{Data, Outcome, ANNOTATION};
+use plugin::{fmt_duration, fmt_num, Finding, Perfdata, Report, Status, Thresholds, Uom};
 use std::time::Duration;
+
+/// What decides, from the options: the lag thresholds in force.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub thresholds: Thresholds,
+    /// Why `-w` was lowered, when it was.
+    pub lowered: Option<String>,
+}
 
 fn secs(d: Duration) -> String {
     fmt_num((d.as_secs_f64() * 1000.0).round() / 1000.0) + "s"

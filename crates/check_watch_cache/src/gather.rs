@@ -262,108 +262,108 @@ impl Opts {
             }
         }
     }
+}
 
-    /// All I/O: the write, then the RV=0 reads of every server (one thread each).
-    pub fn gather(&self, ctx: &Ctx) -> Result<Data, Unknown> {
-        let t = self.common.timeout.duration;
-        if t < self.deadline + T_MARGIN {
-            return Err(Unknown(format!(
-                "-t {} leaves no room for --deadline {}: give -t {} or more (and keep NRPE's \
-                 command_timeout above it), or a shorter --deadline",
-                fmt_duration(t),
-                fmt_duration(self.deadline),
-                fmt_duration(self.deadline + T_MARGIN).trim_end_matches('s')
-            )));
-        }
-        // This check writes and reads through the API: there is no --pods-json to offer.
-        let cfg = kube::config(&self.api, ctx)
-            .map_err(|e| Unknown(e.0.replace(" (or --pods-json FILE)", "")))?;
-        let servers: Vec<String> = if self.apiserver.is_empty() {
-            vec![cfg.server.clone()]
-        } else {
-            self.apiserver
-                .iter()
-                .map(|s| s.trim().trim_end_matches('/').to_string())
-                .collect()
-        };
-        let config_for = |server: &str| Config {
-            server: server.to_string(),
-            ..cfg.clone()
-        };
-        let writer = Client::new(&config_for(&servers[0]), ctx.deadline())?;
-        ctx.debug(format!("kube config: {}", writer.description));
-        let nonce = nonce();
-        ctx.stage(format!(
-            "writing the canary {}/{} via {}",
-            self.namespace,
-            self.name,
-            writer.server()
-        ));
-        let created = self.write(&writer, &nonce);
-        for l in writer.requests() {
-            ctx.debug(l);
-        }
-        let created = created?;
-        let written = Instant::now();
-        let until = written + self.deadline;
-        // A read may still be under way at `until`; give it a little, within -t.
-        let read_deadline = ctx.deadline().min(until + T_MARGIN / 2);
-        let clients = servers
-            .iter()
-            .map(|s| Client::new(&config_for(s), read_deadline))
-            .collect::<Result<Vec<_>, _>>()?;
-        ctx.stage(format!(
-            "waiting for the watch cache of {} to reflect the canary write (RV=0 reads)",
-            if servers.len() == 1 {
-                clients[0].server().to_string()
-            } else {
-                format!("{} API servers", servers.len())
-            }
-        ));
-        let outcomes: Vec<Outcome> = std::thread::scope(|sc| {
-            let handles: Vec<_> = clients
-                .iter()
-                .map(|c| sc.spawn(|| self.poll(c, &nonce, written, until)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or(Outcome::Failed {
-                        error: "internal error: reader thread failed".into(),
-                        reads: 0,
-                    })
-                })
-                .collect()
-        });
-        for c in &clients {
-            let reqs = c.requests();
-            ctx.debug(format!(
-                "{}: {} RV=0 reads{}",
-                c.server(),
-                reqs.len(),
-                reqs.last()
-                    .map(|l| format!(", last {l}"))
-                    .unwrap_or_default()
-            ));
-        }
-        // Shown, labelled and reported by their redacted form (no userinfo or query string).
-        let servers: Vec<String> = clients.iter().map(|c| c.server().to_string()).collect();
-        let labels = labels(&servers);
-        Ok(Data {
-            canary: format!("{}/{}", self.namespace, self.name),
-            written_via: writer.server().to_string(),
-            created,
-            nonce,
-            servers: servers
-                .into_iter()
-                .zip(labels)
-                .zip(outcomes)
-                .map(|((server, label), outcome)| ServerResult {
-                    server,
-                    label,
-                    outcome,
-                })
-                .collect(),
-        })
+/// All I/O: the write, then the RV=0 reads of every server (one thread each).
+pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
+    let t = opts.common.timeout.duration;
+    if t < opts.deadline + T_MARGIN {
+        return Err(Unknown(format!(
+            "-t {} leaves no room for --deadline {}: give -t {} or more (and keep NRPE's \
+             command_timeout above it), or a shorter --deadline",
+            fmt_duration(t),
+            fmt_duration(opts.deadline),
+            fmt_duration(opts.deadline + T_MARGIN).trim_end_matches('s')
+        )));
     }
+    // This check writes and reads through the API: there is no --pods-json to offer.
+    let cfg = kube::config(&opts.api, ctx)
+        .map_err(|e| Unknown(e.0.replace(" (or --pods-json FILE)", "")))?;
+    let servers: Vec<String> = if opts.apiserver.is_empty() {
+        vec![cfg.server.clone()]
+    } else {
+        opts.apiserver
+            .iter()
+            .map(|s| s.trim().trim_end_matches('/').to_string())
+            .collect()
+    };
+    let config_for = |server: &str| Config {
+        server: server.to_string(),
+        ..cfg.clone()
+    };
+    let writer = Client::new(&config_for(&servers[0]), ctx.deadline())?;
+    ctx.debug(format!("kube config: {}", writer.description));
+    let nonce = nonce();
+    ctx.stage(format!(
+        "writing the canary {}/{} via {}",
+        opts.namespace,
+        opts.name,
+        writer.server()
+    ));
+    let created = opts.write(&writer, &nonce);
+    for l in writer.requests() {
+        ctx.debug(l);
+    }
+    let created = created?;
+    let written = Instant::now();
+    let until = written + opts.deadline;
+    // A read may still be under way at `until`; give it a little, within -t.
+    let read_deadline = ctx.deadline().min(until + T_MARGIN / 2);
+    let clients = servers
+        .iter()
+        .map(|s| Client::new(&config_for(s), read_deadline))
+        .collect::<Result<Vec<_>, _>>()?;
+    ctx.stage(format!(
+        "waiting for the watch cache of {} to reflect the canary write (RV=0 reads)",
+        if servers.len() == 1 {
+            clients[0].server().to_string()
+        } else {
+            format!("{} API servers", servers.len())
+        }
+    ));
+    let outcomes: Vec<Outcome> = std::thread::scope(|sc| {
+        let handles: Vec<_> = clients
+            .iter()
+            .map(|c| sc.spawn(|| opts.poll(c, &nonce, written, until)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or(Outcome::Failed {
+                    error: "internal error: reader thread failed".into(),
+                    reads: 0,
+                })
+            })
+            .collect()
+    });
+    for c in &clients {
+        let reqs = c.requests();
+        ctx.debug(format!(
+            "{}: {} RV=0 reads{}",
+            c.server(),
+            reqs.len(),
+            reqs.last()
+                .map(|l| format!(", last {l}"))
+                .unwrap_or_default()
+        ));
+    }
+    // Shown, labelled and reported by their redacted form (no userinfo or query string).
+    let servers: Vec<String> = clients.iter().map(|c| c.server().to_string()).collect();
+    let labels = labels(&servers);
+    Ok(Data {
+        canary: format!("{}/{}", opts.namespace, opts.name),
+        written_via: writer.server().to_string(),
+        created,
+        nonce,
+        servers: servers
+            .into_iter()
+            .zip(labels)
+            .zip(outcomes)
+            .map(|((server, label), outcome)| ServerResult {
+                server,
+                label,
+                outcome,
+            })
+            .collect(),
+    })
 }

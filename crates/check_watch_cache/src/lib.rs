@@ -16,8 +16,8 @@
 mod evaluate;
 mod gather;
 
-pub use evaluate::evaluate;
-pub use gather::{labels, Data, Outcome, ServerResult};
+pub use evaluate::{evaluate, Policy};
+pub use gather::{gather, labels, Data, Outcome, ServerResult};
 
 use clap::Parser;
 use kube::ApiArgs;
@@ -93,14 +93,6 @@ pub struct Opts {
     pub host: node::HostRootArg,
 }
 
-/// What decides, from the options: the lag thresholds in force.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    pub thresholds: Thresholds,
-    /// Why `-w` was lowered, when it was.
-    pub lowered: Option<String>,
-}
-
 impl Opts {
     /// The policy: the thresholds in force, and a note when -w had to be lowered: a plain `-w X`
     /// at or above a plain `-c Y` (by default the --deadline) could never raise WARNING, so it
@@ -165,7 +157,7 @@ impl Check for Opts {
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
-        let d = self.gather(ctx)?;
+        let d = gather(self, ctx)?;
         Ok(evaluate(&d, &self.policy()))
     }
 }

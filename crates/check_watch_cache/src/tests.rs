@@ -260,9 +260,7 @@ fn rbac_hint_is_the_exact_role() {
 #[test]
 fn short_t_is_refused_before_any_request() {
     let o = opts(&["-t", "10", "--kubeconfig", "/nonexistent"]);
-    let e = o
-        .gather(&Ctx::for_test(Duration::from_secs(10)))
-        .unwrap_err();
+    let e = gather(&o, &Ctx::for_test(Duration::from_secs(10))).unwrap_err();
     assert!(!e.0.contains("leaves no room"), "{e}");
     let o = opts(&[
         "-t",
@@ -272,9 +270,7 @@ fn short_t_is_refused_before_any_request() {
         "--kubeconfig",
         "/nonexistent",
     ]);
-    let e = o
-        .gather(&Ctx::for_test(Duration::from_secs(10)))
-        .unwrap_err();
+    let e = gather(&o, &Ctx::for_test(Duration::from_secs(10))).unwrap_err();
     assert!(
         e.0.contains("-t 10s leaves no room for --deadline 30s: give -t 32"),
         "{e}"
@@ -287,9 +283,7 @@ fn short_t_is_refused_before_any_request() {
         "--kubeconfig",
         "/nonexistent",
     ]);
-    let e = o
-        .gather(&Ctx::for_test(Duration::from_secs(10)))
-        .unwrap_err();
+    let e = gather(&o, &Ctx::for_test(Duration::from_secs(10))).unwrap_err();
     assert!(!e.0.contains("leaves no room"), "{e}");
 }
 
