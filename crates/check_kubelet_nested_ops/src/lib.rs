@@ -26,7 +26,7 @@ pub use volume::{VolumeState, MAX_BACKOFF_MS};
 
 use clap::Parser;
 use node::logs::time;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Status, Thresholds, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Status, Unknown};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,7 +59,9 @@ written atomically), so a big log is read once, and the failures of the window a
     version,
     about = "Alert on kubelet volume operations stuck in exponential backoff",
     long_about = LONG_ABOUT,
-    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and klog/syslog local times are in the host zone (<DIR>/etc/localtime)"))
+    mut_arg("host_root", |a| a.help("Host root in container mode: the journal is read from <DIR>/var/log/journal (else <DIR>/run/log/journal), and klog/syslog local times are in the host zone (<DIR>/etc/localtime)")),
+    mut_arg("warning", |a| a.help("Warning range on the number of failing volumes (overrides the per-volume rules)")),
+    mut_arg("critical", |a| a.help("Critical range on the number of failing volumes (overrides the per-volume rules)"))
 )]
 pub struct Opts {
     #[command(flatten)]
@@ -107,13 +109,8 @@ pub struct Opts {
     #[arg(long, value_name = "ZONE")]
     pub tz: Option<String>,
 
-    /// Warning range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'w', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub warning: Option<Range>,
-
-    /// Critical range on the number of failing volumes (overrides the per-volume rules)
-    #[arg(short = 'c', long, value_name = "RANGE", allow_hyphen_values = true, value_parser = plugin::args::range)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 }
 
 impl Opts {
@@ -122,7 +119,7 @@ impl Opts {
         Policy {
             window_ms: self.window.as_millis() as i64,
             stuck_ms: self.stuck.as_millis() as i64,
-            thresholds: Thresholds::new(self.warning.clone(), self.critical.clone()),
+            thresholds: self.thresholds.thresholds(),
         }
     }
 }

@@ -211,7 +211,10 @@ fn options() {
         "on node k8s03 in namespace media"
     );
     let o = opts(&["--warning-after", "1m", "--critical-after", "2m"]);
-    assert_eq!(plugin::args::duration_range_text(&o.stuck.critical), "2m");
+    assert_eq!(
+        plugin::args::duration_range_text(&o.stuck.policy().critical),
+        "2m"
+    );
     // The shared options speak of this check's state.
     let help = <Opts as clap::CommandFactory>::command()
         .render_help()

@@ -18,7 +18,7 @@ pub use evaluate::{
 pub use gather::{gather, NAMESPACES_MAX, OBJECTS_MAX};
 
 use clap::Parser;
-use plugin::{Check, CommonArgs, Ctx, Range, Report, Unknown};
+use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -38,19 +38,16 @@ false) or a detach (deletion requested, still attached) pending longer than --st
 with the driver's attachError/detachError; CRITICAL past -c. Findings name the claim \
 (namespace/pvc), the PV, the pods using it and the node. No VolumeAttachment is OK and says \
 \"0 VolumeAttachments\"; no permission or no API: UNKNOWN with the reason.\n\n\
-Exit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+Exit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+    mut_arg("warning", |a| a.help("A pending attach or detach older than this is WARNING (duration range; default: --stuck-after)").value_name("DURATION").value_parser(plugin::args::duration_range)),
+    mut_arg("critical", |a| a.help("A pending attach or detach older than this is CRITICAL (duration range; default: never by age alone)").value_name("DURATION").value_parser(plugin::args::duration_range))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// A pending attach or detach older than this is WARNING (duration range; default: --stuck-after)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Option<Range>,
-
-    /// A pending attach or detach older than this is CRITICAL (duration range; default: never by age alone)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     /// Only the attachments to this node, and the Multi-Attach errors of its pods or of volumes
     /// it holds (default: all)
@@ -75,8 +72,8 @@ impl Opts {
     pub fn policy(&self) -> Policy {
         Policy {
             stuck_after: self.stuck_after,
-            warning: self.warning.clone(),
-            critical: self.critical.clone(),
+            warning: self.thresholds.warning.clone(),
+            critical: self.thresholds.critical.clone(),
         }
     }
 }

@@ -32,6 +32,10 @@ pub const T_MARGIN: Duration = Duration::from_secs(2);
 pub const POLL_FIRST: Duration = Duration::from_millis(50);
 pub const POLL_MAX: Duration = Duration::from_secs(1);
 
+/// `-w`'s default: a watch cache lagging a write by more than 2 s.
+const WARNING_DEFAULT: &str = "2s";
+const WARNING_DEFAULT_SECS: f64 = 2.0;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "check_watch_cache",
@@ -48,19 +52,16 @@ one ConfigMap, plus create for --create.\n\n\
 The default --deadline of 5s fits the suite's usual -t (10s, NRPE's 8s); -t must exceed --deadline by 2s. \
 NRPE's command_timeout (default 60s) must exceed -t. A -w that would alert only above -c is lowered to \
 half of -c (with a note), so WARNING can fire.",
-    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-level check reads nothing of the host, so it changes nothing)"))
+    mut_arg("host_root", |a| a.help_heading("Kubernetes API").help("Accepted in container mode like every check's (this cluster-level check reads nothing of the host, so it changes nothing)")),
+    mut_arg("warning", |a| a.help("Warn when a watch cache lags a write by more than this (duration range)").value_name("DURATION").default_value(WARNING_DEFAULT).value_parser(plugin::args::duration_range)),
+    mut_arg("critical", |a| a.help("Critical when a watch cache lags a write by more than this (duration range; default: the --deadline value)").value_name("DURATION").value_parser(plugin::args::duration_range))
 )]
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Warn when a watch cache lags a write by more than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "2s", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a watch cache lags a write by more than this (duration range; default: the --deadline value)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Option<Range>,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     /// How long to wait for each cache to show the write before CRITICAL
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = plugin::args::positive_duration)]
@@ -98,7 +99,14 @@ impl Opts {
     /// at or above a plain `-c Y` (by default the --deadline) could never raise WARNING, so it
     /// becomes Y/2.
     pub fn policy(&self) -> Policy {
+        // -w always has a value (its default); the fallback only serves an Opts built by hand.
+        let warning = self
+            .thresholds
+            .warning
+            .clone()
+            .unwrap_or_else(|| Range::above(WARNING_DEFAULT_SECS));
         let crit = self
+            .thresholds
             .critical
             .clone()
             .unwrap_or_else(|| Range::above(self.deadline.as_secs_f64()));
@@ -106,12 +114,12 @@ impl Opts {
             (Some(0.0), Some(e), false) => Some(e),
             _ => None,
         };
-        if let (Some(w), Some(c)) = (plain(&self.warning), plain(&crit)) {
+        if let (Some(w), Some(c)) = (plain(&warning), plain(&crit)) {
             if w >= c {
                 let lowered = Range::above(c / 2.0);
                 let note = format!(
                     "-w {} is not below the critical lag {} (-c or --deadline): WARNING uses {}",
-                    plugin::args::duration_range_text(&self.warning),
+                    plugin::args::duration_range_text(&warning),
                     plugin::args::duration_range_text(&crit),
                     plugin::args::duration_range_text(&lowered),
                 );
@@ -122,7 +130,7 @@ impl Opts {
             }
         }
         Policy {
-            thresholds: Thresholds::new(Some(self.warning.clone()), Some(crit)),
+            thresholds: Thresholds::new(Some(warning), Some(crit)),
             lowered: None,
         }
     }

@@ -358,18 +358,21 @@ pub struct Explain {
     pub keep: fn(&Event) -> bool,
 }
 
+/// `-w`'s and `-c`'s defaults of the stuck-pod checks.
+const WARNING_DEFAULT: &str = "5m";
+const CRITICAL_DEFAULT: &str = "10m";
+
 /// The options of a stuck-pod check: `-w`/`-c` on the time in the state, which pods (`--node`,
 /// `--all-nodes`, `--namespace`, the API options, `--pods-json`), `--no-events`. A check words
 /// the help of `-w`, `-c` and `--no-events` for its own state with `#[command(mut_arg(…))]`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("warning", |a| a.help("Warn when a pod has been in the state longer than this (duration range)").value_name("DURATION").default_value(WARNING_DEFAULT).value_parser(plugin::args::duration_range)),
+    mut_arg("critical", |a| a.help("Critical when a pod has been in the state longer than this (duration range)").value_name("DURATION").default_value(CRITICAL_DEFAULT).value_parser(plugin::args::duration_range))
+)]
 pub struct StuckArgs {
-    /// Warn when a pod has been in the state longer than this (duration range)
-    #[arg(short = 'w', long = "warning", value_name = "DURATION", default_value = "5m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub warning: Range,
-
-    /// Critical when a pod has been in the state longer than this (duration range)
-    #[arg(short = 'c', long = "critical", value_name = "DURATION", default_value = "10m", value_parser = plugin::args::duration_range, allow_hyphen_values = true)]
-    pub critical: Range,
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub scope: PodScopeArgs,
@@ -380,8 +383,17 @@ pub struct StuckArgs {
 }
 
 impl StuckArgs {
+    /// The age policy of `-w/-c` (each has its default: the fallbacks only serve arguments
+    /// built by hand, not parsed).
     pub fn policy(&self) -> AgePolicy {
-        AgePolicy::new(&self.warning, &self.critical)
+        let or = |r: &Option<Range>, d: &str| {
+            r.clone()
+                .unwrap_or_else(|| Range::parse_duration(d).expect("a valid default"))
+        };
+        AgePolicy::new(
+            &or(&self.thresholds.warning, WARNING_DEFAULT),
+            &or(&self.thresholds.critical, CRITICAL_DEFAULT),
+        )
     }
 
     /// `--pods-json -`: the check reads stdin.
