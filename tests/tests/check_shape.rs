@@ -188,6 +188,9 @@ fn the_shape_is_written_down() {
     }
 }
 
+/// An edit of one file's text (`None`: the file is gone).
+type Edit = fn(String) -> Option<String>;
+
 /// The rules on planted crates: a check without gather.rs, with gather as a method, with a
 /// hand-declared -w, with Policy in lib.rs or an `evaluate_with` is caught, naming the file.
 #[test]
@@ -195,7 +198,7 @@ fn a_check_out_of_shape_is_caught() {
     let real = "check_volume_attachments";
     let files = src_files(real);
     assert!(shape_problems(real, &files, &read_workspace).is_empty());
-    let planted = |path: &'static str, edit: fn(String) -> Option<String>| {
+    let planted = |path: &'static str, edit: Edit| {
         move |p: &str| {
             let t = read_workspace(p)?;
             if p == path {
@@ -205,7 +208,7 @@ fn a_check_out_of_shape_is_caught() {
             }
         }
     };
-    let cases: [(&str, fn(String) -> Option<String>, &str); 6] = [
+    let cases: [(&str, Edit, &str); 6] = [
         (
             "crates/check_volume_attachments/src/gather.rs",
             |_| None,
