@@ -7,7 +7,7 @@ use kube::checks::names::{Names, Wanted};
 use node::iscsi::{pv_from_iqn, RecoveryTmo, Session};
 use node::usage::DeviceUsage;
 use plugin::{Finding, Perfdata, Range, Report, Status, Thresholds, Uom};
-use regex::Regex;
+use regex_lite::Regex;
 use std::collections::BTreeMap;
 
 /// The decisions' parameters, apart from the clap struct so tests build them directly.

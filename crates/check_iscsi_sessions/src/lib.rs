@@ -15,7 +15,7 @@ pub use gather::{gather, Gathered};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
-use regex::Regex;
+use regex_lite::Regex;
 
 const LONG_ABOUT: &str = "\
 Reads the Linux iSCSI transport class in sysfs (no iscsiadm, no iscsid) and checks every session,

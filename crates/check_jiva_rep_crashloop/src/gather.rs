@@ -7,7 +7,7 @@ use crate::{
 };
 use kube::{Pod, PodFilter};
 use plugin::{Ctx, Status, Unknown};
-use regex::Regex;
+use regex_lite::Regex;
 use std::collections::BTreeMap;
 
 /// A controller: (pv from its label or name).

@@ -17,7 +17,7 @@ pub use gather::{gather, replica_of};
 use clap::Parser;
 use kube::{ApiArgs, PodsJsonArg, Selector};
 use plugin::{Check, CommonArgs, Ctx, Range, Report, Unknown};
-use regex::Regex;
+use regex_lite::Regex;
 use std::time::Duration;
 
 /// Labels that mark a Jiva replica: jiva-operator (CSI) and legacy maya.

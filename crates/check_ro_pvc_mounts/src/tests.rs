@@ -537,7 +537,7 @@ fn no_pv_mounts() {
 #[test]
 fn include_and_exclude_filter_mount_points() {
     let m = usage(&table("rw,emergency_ro"));
-    let ex = regex::Regex::new("pvc-a634").unwrap();
+    let ex = regex_lite::Regex::new("pvc-a634").unwrap();
     let v = group(
         &m,
         &node::FilterArgs {
@@ -547,7 +547,7 @@ fn include_and_exclude_filter_mount_points() {
     );
     // the staging mount of pvc-a634 has no PV name in its path: it stays as its own volume
     assert!(v.iter().all(|v| !v.names.contains("pvc-a634b9a3")));
-    let inc = regex::Regex::new("pvc-healthy").unwrap();
+    let inc = regex_lite::Regex::new("pvc-healthy").unwrap();
     let v = group(
         &m,
         &node::FilterArgs {

@@ -4,7 +4,7 @@
 
 use crate::CsiMount;
 use node::kubelet::Kind;
-use regex::Regex;
+use regex_lite::Regex;
 
 /// A PV as the API lists it: what identifies a mount.
 #[derive(Debug, Clone, PartialEq, Eq)]

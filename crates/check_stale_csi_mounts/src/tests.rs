@@ -6,7 +6,7 @@ use nix::errno::Errno;
 use node::kubelet::VolData;
 use node::probe::Outcome;
 use plugin::{Report, Status};
-use regex::Regex;
+use regex_lite::Regex;
 use std::path::PathBuf;
 use std::time::Duration;
 

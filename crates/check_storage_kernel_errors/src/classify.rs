@@ -37,7 +37,7 @@
 //! - drivers/block/loop.c `lo_write_bvec` (printk_ratelimited, KERN_ERR): `loop: Write error at byte
 //!   offset 4096, length 4096.` — the backing file refused a write; the device is not named.
 
-use regex::Regex;
+use regex_lite::Regex;
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -423,7 +423,7 @@ fn task_device(task: &str) -> Option<Device> {
 
 /// A rule's match → its category and device (the last capture group names the device); `None`
 /// for a match the rule leaves out (a loop device's capacity dropping to 0: `losetup -d`).
-fn matched(rule: &Rule, c: &regex::Captures<'_>) -> Option<(Category, Option<Device>)> {
+fn matched(rule: &Rule, c: &regex_lite::Captures<'_>) -> Option<(Category, Option<Device>)> {
     let arg = c
         .iter()
         .skip(1)

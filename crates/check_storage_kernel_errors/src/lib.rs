@@ -17,7 +17,7 @@ pub use gather::{drop_future_events, gather, position_beyond_log, resolve, KmsgS
 use clap::Parser;
 use node::logs::time;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
-use regex::Regex;
+use regex_lite::Regex;
 use std::path::PathBuf;
 use std::time::Duration;
 

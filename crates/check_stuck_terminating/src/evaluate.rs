@@ -4,7 +4,7 @@
 use kube::checks::stuck::{age_text, AgePolicy, LastEvent, PodRef, Scan, StuckPod};
 use kube::{Pod, Time};
 use plugin::{Finding, Report, Status};
-use regex::Regex;
+use regex_lite::Regex;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 

@@ -162,18 +162,18 @@ pub fn check_listable(host: &Host, roots: &[PathBuf], subs: &[&str]) -> Result<(
 pub struct FilterArgs {
     /// Only items matching REGEX (repeatable: any of them)
     #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
-    pub include: Vec<regex::Regex>,
+    pub include: Vec<regex_lite::Regex>,
 
     /// Skip items matching REGEX, even when --include matches too (repeatable)
     #[arg(long, value_name = "REGEX", value_parser = plugin::args::regex)]
-    pub exclude: Vec<regex::Regex>,
+    pub exclude: Vec<regex_lite::Regex>,
 }
 
 impl FilterArgs {
     /// True when an item known by these names is selected: no `--exclude` matches any of them,
     /// and `--include` is absent or matches one of them.
     pub fn selects<'a>(&self, names: impl IntoIterator<Item = &'a str> + Clone) -> bool {
-        let any = |res: &[regex::Regex]| {
+        let any = |res: &[regex_lite::Regex]| {
             names
                 .clone()
                 .into_iter()

@@ -38,8 +38,8 @@ pub fn seconds(s: &str) -> Result<u64, String> {
 }
 
 /// A regex, with the syntax error's reason kept on one line.
-pub fn regex(s: &str) -> Result<regex::Regex, String> {
-    regex::Regex::new(s).map_err(|e| {
+pub fn regex(s: &str) -> Result<regex_lite::Regex, String> {
+    regex_lite::Regex::new(s).map_err(|e| {
         let text = e.to_string();
         let reason = text
             .lines()
