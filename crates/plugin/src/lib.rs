@@ -1,7 +1,8 @@
 //! The monitoring-plugin protocol, implemented once for the whole suite.
 //!
 //! A check is a `clap::Parser` options struct that flattens [`CommonArgs`] and implements
-//! [`Check`]; its `main` is one line: `plugin::main::<Opts>()`. The runtime guarantees the
+//! [`Check`]; no check has a `main` of its own: the one program (`crates/multicall`) runs each
+//! by its name through [`main_from`]`::<Opts>(args)`, a row of its `APPLETS`. The runtime guarantees the
 //! protocol: exit codes 0..3 only (usage errors, `--help`, `--version` and panics exit 3), a
 //! status line first, sanitised text, capped output, and a watchdog that answers when the
 //! deadline passes even if the gathering thread is stuck.
