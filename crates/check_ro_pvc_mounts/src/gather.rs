@@ -280,14 +280,7 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         can_read_all,
         // The node as Kubernetes names it: --node, else the host's name (lower case, as the
         // kubelet registers it by default; $NODE_NAME in container mode).
-        node_name: o
-            .node
-            .node
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .or_else(|| host.hostname()),
+        node_name: o.node.name_or_host(|| host.hostname()),
         notes,
         node_fs,
     })

@@ -368,14 +368,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, deadline: Instant) -> Result<Data, Unknown
     let mut data = Data {
         complete: true,
         // --node, else the host's name (lower case, as the kubelet registers it by default).
-        node_name: opts
-            .node
-            .node
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .or_else(|| host.hostname()),
+        node_name: opts.node.name_or_host(|| host.hostname()),
         ..Default::default()
     };
     let boot_id = host.proc_sys("kernel/random/boot_id");

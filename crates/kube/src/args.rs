@@ -53,11 +53,16 @@ impl NodeArg {
         &self,
         host_name: impl FnOnce() -> Option<String>,
     ) -> Result<String, plugin::Unknown> {
-        match &self.node {
-            Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-            _ => host_name().ok_or_else(|| {
-                plugin::Unknown("cannot tell this host's name: give --node NAME".into())
-            }),
+        self.name_or_host(host_name)
+            .ok_or_else(|| plugin::Unknown("cannot tell this host's name: give --node NAME".into()))
+    }
+
+    /// `--node` (trimmed), else the host's name from `host_name` (called only then); `None`
+    /// when neither is known.
+    pub fn name_or_host(&self, host_name: impl FnOnce() -> Option<String>) -> Option<String> {
+        match self.node.as_deref().map(str::trim) {
+            Some(n) if !n.is_empty() => Some(n.to_string()),
+            _ => host_name(),
         }
     }
 }

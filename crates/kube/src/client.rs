@@ -247,7 +247,7 @@ fn secrets_of(cfg: &Config, auth_header: Option<&str>) -> Vec<String> {
 }
 
 /// Standard base64 with padding (for [`secrets_of`]).
-fn base64_encode(b: &[u8]) -> String {
+pub(crate) fn base64_encode(b: &[u8]) -> String {
     const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for ch in b.chunks(3) {

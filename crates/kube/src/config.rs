@@ -638,23 +638,7 @@ mod tests {
     use super::*;
 
     fn b64(s: &str) -> String {
-        // Tiny encoder for fixtures.
-        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let b = s.as_bytes();
-        let mut out = String::new();
-        for ch in b.chunks(3) {
-            let n = (ch[0] as u32) << 16
-                | (*ch.get(1).unwrap_or(&0) as u32) << 8
-                | *ch.get(2).unwrap_or(&0) as u32;
-            for i in 0..4 {
-                if i <= ch.len() {
-                    out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
+        crate::client::base64_encode(s.as_bytes())
     }
 
     fn tmp(name: &str) -> PathBuf {
