@@ -52,14 +52,8 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<Gathered, Unknown> {
     if has_disks {
         let mi = o.mountinfo.path(&host);
         ctx.stage(format!("reading {}", mi.display()));
-        ctx.debug(format!(
-            "kubelet roots: {}",
-            roots
-                .iter()
-                .map(|r| r.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        ctx.debug(format!("kubelet roots: {}", shown.join(", ")));
         let usage = DeviceUsage::read(&mi, &roots, Scope::All);
         if let Ok(u) = &usage {
             ctx.input(format!("read {} mounts from {}", u.len(), mi.display()));

@@ -165,14 +165,8 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     let own =
         o.mountinfo.is_own(&host) && kubelet::roots_are_own(&o.kubelet_root.kubelet_root, &host);
     let roots = node::privilege::elevated_if(own, || o.kubelet_root.resolve(&host))?;
-    ctx.debug(format!(
-        "kubelet roots: {}",
-        roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
+    let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    ctx.debug(format!("kubelet roots: {}", shown.join(", ")));
     // Without the right to list the kubelet's pods/ every probe of a volume would fail with
     // EACCES and read as a broken mount: the missing privilege, named.
     node::privilege::elevated_if(own, || node::args::check_listable(&host, &roots, &["pods"]))
