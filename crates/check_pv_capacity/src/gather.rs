@@ -137,12 +137,12 @@ pub fn gather(o: &crate::Opts, policy: &Policy, ctx: &Ctx) -> Result<NodeData, U
     }
 
     ctx.stage("measuring PV filesystems");
-    let budget = Reserve::fixed(Duration::from_millis(300)).left(ctx.remaining());
-    let timeout = o
-        .probe
-        .probe_timeout
-        .min(budget)
-        .max(Duration::from_millis(50));
+    // The probes' timeout: --probe-timeout within what is left less 300 ms, at least 50 ms.
+    let timeout = Reserve::fixed(Duration::from_millis(300)).cap(
+        o.probe.probe_timeout,
+        ctx.remaining(),
+        Duration::from_millis(50),
+    );
     let targets: Vec<(PathBuf, String)> = volumes
         .iter()
         .map(|v| (host.mount_path(&v.mounts[0]), v.dev.clone()))

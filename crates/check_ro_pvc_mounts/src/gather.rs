@@ -206,12 +206,12 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
     }
 
     ctx.stage("probing PV mount points");
-    let budget = Reserve::fixed(Duration::from_millis(300)).left(ctx.remaining());
-    let timeout = o
-        .probe
-        .probe_timeout
-        .min(budget)
-        .max(Duration::from_millis(50));
+    // The probes' timeout: --probe-timeout within what is left less 300 ms, at least 50 ms.
+    let timeout = Reserve::fixed(Duration::from_millis(300)).cap(
+        o.probe.probe_timeout,
+        ctx.remaining(),
+        Duration::from_millis(50),
+    );
     let targets: Vec<(PathBuf, String)> = volumes
         .iter()
         .map(|v| {

@@ -49,6 +49,12 @@ impl Reserve {
         span.saturating_sub(self.of(span))
     }
 
+    /// A timeout of one's own: `wanted`, but no more than what is left of `span` after the
+    /// reserve, and never below `floor` (a probe needs some time even when little is left).
+    pub fn cap(self, wanted: Duration, span: Duration, floor: Duration) -> Duration {
+        wanted.min(self.left(span)).max(floor)
+    }
+
     /// A deadline of one's own, earlier than the one `remaining` is left of: now plus what is
     /// left of `remaining` after the reserve.
     pub fn deadline(self, remaining: Duration) -> Instant {
@@ -95,6 +101,14 @@ mod tests {
         let fixed = Reserve::fixed(ms(300));
         assert_eq!(fixed.left(ms(10_000)), ms(9700));
         assert_eq!(fixed.left(ms(200)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_capped_timeout_stays_between_the_floor_and_what_is_left() {
+        let r = Reserve::fixed(ms(300));
+        assert_eq!(r.cap(ms(3000), ms(10_000), ms(50)), ms(3000));
+        assert_eq!(r.cap(ms(3000), ms(1000), ms(50)), ms(700));
+        assert_eq!(r.cap(ms(3000), ms(200), ms(50)), ms(50));
     }
 
     #[test]
