@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 /// file capabilities or a set-id bit raised it at exec.
 pub fn secure() -> bool {
     static SECURE: OnceLock<bool> = OnceLock::new();
-    // SAFETY: getauxval only reads the auxiliary vector.
+    // SAFETY: getauxval only reads the auxiliary vector (nix has no wrapper for it).
     *SECURE.get_or_init(|| unsafe { libc::getauxval(libc::AT_SECURE) } != 0)
 }
 
@@ -82,16 +82,8 @@ fn user_name(uid: u32) -> String {
 
 /// What raised this process's privilege, for messages.
 fn how() -> &'static str {
-    // SAFETY: plain id getters.
-    let (r, e, rg, eg) = unsafe {
-        (
-            libc::getuid(),
-            libc::geteuid(),
-            libc::getgid(),
-            libc::getegid(),
-        )
-    };
-    if r != e || rg != eg {
+    use nix::unistd::{getegid, geteuid, getgid, getuid};
+    if getuid() != geteuid() || getgid() != getegid() {
         "a set-id bit"
     } else {
         "file capabilities"
@@ -103,14 +95,14 @@ pub fn gate() -> Result<(), String> {
     if !secure() {
         return Ok(());
     }
-    // SAFETY: plain id getters; getgroups into a buffer of the size it reported.
-    let (uid, gid, groups) = unsafe {
-        let n = libc::getgroups(0, std::ptr::null_mut());
-        let mut groups = vec![0 as libc::gid_t; n.max(0) as usize];
-        let n = libc::getgroups(n.max(0), groups.as_mut_ptr());
-        groups.truncate(n.max(0) as usize);
-        (libc::getuid(), libc::getgid(), groups)
-    };
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    // None readable: none to allow by (the primary group and root still are).
+    let groups = nix::unistd::getgroups()
+        .map(|g| g.into_iter().map(nix::unistd::Gid::as_raw).collect())
+        .unwrap_or_default();
     let exe = std::fs::metadata("/proc/self/exe");
     let file_gid = exe.as_ref().ok().map(std::os::unix::fs::MetadataExt::gid);
     let input = GateInput {
@@ -138,7 +130,8 @@ pub fn gate() -> Result<(), String> {
     }
 }
 
-// Capability sets through the raw syscalls (no libcap): version 3, two 32-bit words per set.
+// Capability sets through the raw syscalls (no libcap, and nix has no capget/capset): version 3,
+// two 32-bit words per set.
 const CAP_V3: u32 = 0x2008_0522;
 
 #[repr(C)]
@@ -183,13 +176,13 @@ pub struct Level {
     fsgid: u32,
 }
 
+/// setfsuid on the calling thread; returns the previous value.
 fn setfsuid(id: u32) -> u32 {
-    // SAFETY: setfsuid on the calling thread; returns the previous value.
-    unsafe { libc::syscall(libc::SYS_setfsuid, id) as u32 }
+    nix::unistd::setfsuid(nix::unistd::Uid::from_raw(id)).as_raw()
 }
+/// setfsgid on the calling thread; returns the previous value.
 fn setfsgid(id: u32) -> u32 {
-    // SAFETY: setfsgid on the calling thread; returns the previous value.
-    unsafe { libc::syscall(libc::SYS_setfsgid, id) as u32 }
+    nix::unistd::setfsgid(nix::unistd::Gid::from_raw(id)).as_raw()
 }
 
 impl Level {
@@ -208,8 +201,10 @@ impl Level {
 
     /// The caller's own privilege: no effective capabilities, the real user's ids for file access.
     pub fn caller() -> Level {
-        // SAFETY: plain id getters.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
         Level {
             effective: 0,
             fsuid: uid,
@@ -220,8 +215,10 @@ impl Level {
     /// The binary's own privilege: every permitted capability effective, the effective ids.
     pub fn own() -> Level {
         let permitted = permitted();
-        // SAFETY: plain id getters.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (uid, gid) = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
         Level {
             effective: permitted,
             fsuid: uid,
@@ -267,8 +264,7 @@ pub fn lower_process() -> Result<(), String> {
 /// the sudoers rule, but credentials must not be discovered for the caller either. The variable
 /// can only restrict, never grant.
 pub fn via_sudo() -> bool {
-    // SAFETY: plain id getter.
-    let root = unsafe { libc::getuid() } == 0;
+    let root = nix::unistd::getuid().is_root();
     root && std::env::var_os("SUDO_UID").is_some()
 }
 

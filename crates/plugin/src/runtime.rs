@@ -4,7 +4,7 @@ use crate::render::{render, Format, RenderOptions};
 use crate::{Report, Status};
 use nix::libc;
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ pub struct Ctx {
     debug: Mutex<Vec<String>>,
     verbosity: u8,
     /// In a worker process: the pipe that stage names are sent to.
-    sink: Option<i32>,
+    sink: Option<std::os::fd::BorrowedFd<'static>>,
 }
 
 impl Ctx {

@@ -106,8 +106,10 @@ fn stderr_reader(child: &mut Child) -> std::thread::JoinHandle<String> {
 fn finish(child: &mut Child, timed_out: bool) -> Option<i32> {
     if timed_out {
         // The child leads its own process group (spawn): kill the group, then reap the child.
-        // SAFETY: signalling the process group of our own, not yet reaped child.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        if let Ok(pgid) = i32::try_from(child.id()) {
+            let pgid = nix::unistd::Pid::from_raw(pgid);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = child.kill();
         let _ = child.wait();
         return None;
