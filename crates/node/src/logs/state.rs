@@ -1,6 +1,6 @@
-//! Small JSON state files: one per check and source, written atomically (temp file in the same
-//! directory, fsync, rename, fsync of the directory), so a check killed mid-write leaves the old
-//! state, never half a file.
+//! Small JSON state files: one per check and source, written atomically by
+//! [`crate::atomic::replace`] (temp file in the same directory, fsync, rename, fsync of the
+//! directory), so a check killed mid-write leaves the old state, never half a file.
 //!
 //! Writes cannot be redirected (a check may run as root in a directory another user can write):
 //! - the directory is opened `O_DIRECTORY|O_NOFOLLOW` and every later step is relative to that
@@ -16,9 +16,9 @@
 
 use nix::fcntl::{renameat, AtFlags, OFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, mkdirat, FileStat, Mode};
-use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 use std::ffi::{CStr, CString};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -471,8 +471,8 @@ impl StateDir {
         let _ = unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir);
     }
 
-    /// Replace the file `name` in this directory by `body`, atomically and without following
-    /// any link.
+    /// Replace the file `name` in this directory by `body` (mode 0600), atomically and without
+    /// following any link ([`crate::atomic::replace`]).
     pub fn write(&self, name: &str, body: &[u8]) -> Result<(), String> {
         let shown = self.path.join(name);
         let fail = |e: std::io::Error| {
@@ -482,58 +482,11 @@ impl StateDir {
                 plugin::errtext(&e)
             )
         };
-        let dst =
-            CString::new(name).map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-        let dfd = &self.fd;
-        let mut tries = 0;
-        let (tmp, fd) = loop {
-            let tmp = CString::new(format!(
-                ".{name}.tmp.{}.{:016x}",
-                std::process::id(),
-                random()
-            ))
-            .map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
-            match openat(dfd, &tmp, flags, 0o600) {
-                Ok(fd) => break (tmp, fd),
-                Err(e) => {
-                    tries += 1;
-                    if e.raw_os_error() != Some(libc::EEXIST) || tries >= 16 {
-                        return Err(fail(e));
-                    }
-                }
-            }
-        };
-        let mut f = std::fs::File::from(fd);
-        let res = (|| -> std::io::Result<()> {
-            f.write_all(body)?;
-            f.sync_all()?;
-            renameat(dfd, tmp.as_c_str(), dfd, dst.as_c_str())?;
-            let _ = fsync(dfd);
-            Ok(())
-        })();
-        if let Err(e) = res {
-            let _ = unlinkat(dfd, tmp.as_c_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(fail(e));
+        if name.contains('\0') {
+            return Err(format!("{} holds a NUL byte", shown.display()));
         }
-        Ok(())
+        crate::atomic::replace(self.fd.as_fd(), name, body, 0o600).map_err(fail)
     }
-}
-
-/// 64 random bits for a temp name (not predictable from the pid or the time).
-fn random() -> u64 {
-    let mut v = [0u8; 8];
-    // SAFETY: getrandom into a local buffer of its length (nix has no wrapper for it).
-    let n = unsafe { libc::getrandom(v.as_mut_ptr().cast(), v.len(), 0) };
-    if n != 8 {
-        // No entropy source: the time still differs between tries; O_EXCL keeps it safe.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        return t ^ (std::process::id() as u64).rotate_left(32);
-    }
-    u64::from_ne_bytes(v)
 }
 
 fn split(path: &Path) -> Result<(&Path, &str), String> {
