@@ -1144,3 +1144,50 @@ fn a() {
         "{found:?}"
     );
 }
+
+/// Issue 35: the lint policy lives in one place, the root `Cargo.toml`'s
+/// `[workspace.lints.clippy]` (pedantic on, each allowed lint with its reason), and every crate
+/// takes it: a crate without `[lints] workspace = true` would silently lint by other rules.
+#[test]
+fn every_crate_takes_the_workspace_lints() {
+    let root = workspace_root();
+    let top = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let table = top
+        .split("[workspace.lints.clippy]")
+        .nth(1)
+        .expect("[workspace.lints.clippy] in the root Cargo.toml");
+    let table = table.split("\n[").next().unwrap_or(table);
+    assert!(
+        table.contains("pedantic = { level = \"warn\", priority = -1 }"),
+        "{table}"
+    );
+    for line in table.lines().filter(|l| l.contains("= \"allow\"")) {
+        assert!(
+            line.split_once('#')
+                .is_some_and(|(_, why)| why.trim().len() >= 10),
+            "an allowed lint without its reason (a `# …` comment on its line): {line}"
+        );
+    }
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.exists())
+        .collect();
+    manifests.push(root.join("tests/Cargo.toml"));
+    let missing: Vec<String> = manifests
+        .iter()
+        .filter(|m| {
+            let s = std::fs::read_to_string(m).unwrap();
+            !s.split("\n[lints]")
+                .nth(1)
+                .is_some_and(|rest| rest.trim_start().starts_with("workspace = true"))
+        })
+        .map(|m| m.display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates without `[lints] workspace = true` (the lint policy of the root Cargo.toml):\n{}",
+        missing.join("\n")
+    );
+}

@@ -87,8 +87,7 @@ fn random() -> u64 {
         // No entropy source: the time still differs between tries; O_EXCL keeps it safe.
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+            .map_or(0, |d| d.as_nanos() as u64);
         return t ^ u64::from(std::process::id()).rotate_left(32);
     }
     u64::from_ne_bytes(v)

@@ -168,6 +168,15 @@ fn capset(d: &[CapData; 2]) -> bool {
     unsafe { libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()) == 0 }
 }
 
+/// A capability mask (bit n: capability n) as the two 32-bit words of version 3, low first.
+fn words(mask: u64) -> [u32; 2] {
+    let [a, b, c, d, e, f, g, h] = mask.to_le_bytes();
+    [
+        u32::from_le_bytes([a, b, c, d]),
+        u32::from_le_bytes([e, f, g, h]),
+    ]
+}
+
 /// The privilege level of the calling thread: its effective capabilities and filesystem ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Level {
@@ -188,9 +197,9 @@ fn setfsgid(id: u32) -> u32 {
 impl Level {
     /// The calling thread's level now.
     pub fn current() -> Level {
-        let effective = capget()
-            .map(|d| d[0].effective as u64 | (d[1].effective as u64) << 32)
-            .unwrap_or(0);
+        let effective = capget().map_or(0, |d| {
+            u64::from(d[0].effective) | u64::from(d[1].effective) << 32
+        });
         // setfsuid(-1) fails and returns the current value without changing it.
         Level {
             effective,
@@ -235,8 +244,9 @@ impl Level {
         };
         setfsgid(self.fsgid);
         setfsuid(self.fsuid);
-        d[0].effective = self.effective as u32 & d[0].permitted;
-        d[1].effective = (self.effective >> 32) as u32 & d[1].permitted;
+        let [low, high] = words(self.effective);
+        d[0].effective = low & d[0].permitted;
+        d[1].effective = high & d[1].permitted;
         let ok = capset(&d);
         // A change of filesystem ids or capabilities clears this thread's parent-death signal.
         crate::parent::die_with_parent();
@@ -341,9 +351,9 @@ pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 
 /// The permitted capabilities of this process, as a mask (bit n: capability n).
 pub fn permitted() -> u64 {
-    capget()
-        .map(|d| d[0].permitted as u64 | (d[1].permitted as u64) << 32)
-        .unwrap_or(0)
+    capget().map_or(0, |d| {
+        u64::from(d[0].permitted) | u64::from(d[1].permitted) << 32
+    })
 }
 
 /// Before any check code runs, when privileged: keep in the permitted, effective and inheritable
@@ -361,8 +371,7 @@ pub fn keep_only(needed: u64) -> Result<(), String> {
             std::io::Error::last_os_error()
         ));
     };
-    for (i, w) in d.iter_mut().enumerate() {
-        let keep = (needed >> (32 * i)) as u32;
+    for (w, keep) in d.iter_mut().zip(words(needed)) {
         w.permitted &= keep;
         w.effective &= keep;
         w.inheritable &= keep;

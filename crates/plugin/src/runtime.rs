@@ -233,8 +233,10 @@ fn usage_error<C: Check>(err: &clap::Error, format: Format) -> String {
     let usage = rendered
         .lines()
         .find(|l| l.starts_with("Usage:"))
-        .map(|l| l.to_string())
-        .unwrap_or_else(|| format!("Usage: {} [OPTIONS]", C::BINARY));
+        .map_or_else(
+            || format!("Usage: {} [OPTIONS]", C::BINARY),
+            std::string::ToString::to_string,
+        );
     if format != Format::Nagios {
         // The caller asked for a machine format: a usage error is an UNKNOWN in that format.
         let report = Report::unknown(format!("usage error: {}", crate::sanitize(&first)))
@@ -262,9 +264,10 @@ fn requested_format(args: &[std::ffi::OsString]) -> Format {
             break;
         }
         let value = if a == "--format" {
-            it.next().map(|v| v.into_owned())
+            it.next().map(std::borrow::Cow::into_owned)
         } else {
-            a.strip_prefix("--format=").map(|v| v.to_string())
+            a.strip_prefix("--format=")
+                .map(std::string::ToString::to_string)
         };
         if let Some(f) = value.and_then(|v| Format::from_str(&v, false).ok()) {
             format = f;
@@ -384,7 +387,7 @@ where
                 ErrorKind::DisplayHelp
                 | ErrorKind::DisplayVersion
                 | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    out(&e.render().to_string())
+                    out(&e.render().to_string());
                 }
                 _ => out(&usage_error::<C>(&e, requested_format(&args))),
             }
@@ -712,7 +715,7 @@ mod tests {
         assert_eq!(t.duration, Duration::from_secs(30));
         assert_eq!(t.state, Status::Critical);
         let t: Timeout = "1m".parse().unwrap();
-        assert_eq!(t.duration, Duration::from_secs(60));
+        assert_eq!(t.duration, Duration::from_mins(1));
         assert_eq!(t.state, Status::Unknown);
         assert!("".parse::<Timeout>().is_err());
         assert!("10:x".parse::<Timeout>().is_err());

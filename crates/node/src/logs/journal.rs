@@ -195,8 +195,7 @@ pub fn field_values(
     if code != Some(0) {
         return Err(format!(
             "journalctl -F {field} failed (exit {}): {}",
-            code.map(|c| c.to_string())
-                .unwrap_or_else(|| "signal".into()),
+            code.map_or_else(|| "signal".into(), |c| c.to_string()),
             stderr
         ));
     }
@@ -223,11 +222,11 @@ struct RawEntry {
 fn field_text(v: &serde_json::Value) -> Option<String> {
     match v {
         serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(a) if a.iter().all(|x| x.is_u64()) => {
+        serde_json::Value::Array(a) if a.iter().all(serde_json::Value::is_u64) => {
             let b: Vec<u8> = a
                 .iter()
-                .filter_map(|x| x.as_u64())
-                .map(|x| x as u8)
+                .filter_map(serde_json::Value::as_u64)
+                .map(|x| u8::try_from(x).unwrap_or(b'?'))
                 .collect();
             Some(String::from_utf8_lossy(&b).into_owned())
         }
@@ -294,7 +293,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             &opts,
             |line| {
                 if let Some(e) = parse_entry(line) {
-                    on_entry(e)
+                    on_entry(e);
                 }
             },
             |line| {
@@ -327,8 +326,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             }
             return Err(format!(
                 "journalctl failed (exit {}): {}",
-                code.map(|c| c.to_string())
-                    .unwrap_or_else(|| "signal".into()),
+                code.map_or_else(|| "signal".into(), |c| c.to_string()),
                 if stderr.is_empty() {
                     "no message"
                 } else {
@@ -399,12 +397,10 @@ mod tests {
             .parse()
             .unwrap();
         let gone = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    s.rsplit_once(')')
-                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true)
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
         };
         let until = Instant::now() + std::time::Duration::from_secs(10);
         while !gone(helper) {

@@ -365,9 +365,7 @@ pub fn split_records(all: &[u8]) -> Vec<&[u8]> {
     let mut start = 0;
     let mut i = 0;
     while i < all.len() {
-        let le = memchr::memchr(b'\n', &all[i..])
-            .map(|j| i + j)
-            .unwrap_or(all.len());
+        let le = memchr::memchr(b'\n', &all[i..]).map_or(all.len(), |j| i + j);
         if i > start && all[i] != b' ' {
             out.push(&all[start..i - 1]);
             start = i;
@@ -510,7 +508,7 @@ mod tests {
                         assert!(
                             e.contains("is not a kernel log") && e.contains(want),
                             "{name}: {e}"
-                        )
+                        );
                     }
                     other => panic!("{name}: {other:?}"),
                 }

@@ -181,14 +181,14 @@ mod tests {
 
     /// The owned reader's view of a file: every record and the outcome.
     fn both(p: &Path) -> (String, String) {
-        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let far = Instant::now() + std::time::Duration::from_mins(1);
         let mut a = Vec::new();
         let ra = kmsg::read(p, far, |r| {
-            a.push((r.facility, r.level, r.seq, r.usec, r.text))
+            a.push((r.facility, r.level, r.seq, r.usec, r.text));
         });
         let mut b = Vec::new();
         let rb = read_ref(p, far, |r| {
-            b.push((r.facility, r.level, r.seq, r.usec, r.text.to_string()))
+            b.push((r.facility, r.level, r.seq, r.usec, r.text.to_string()));
         });
         let show = |r: Result<ReadStats, KmsgError>| match r {
             Ok(s) => format!("{s:?}"),

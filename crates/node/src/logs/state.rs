@@ -61,7 +61,7 @@ pub fn clock_note(state: &Path, ahead_ms: i64, dropped: usize, source: &str) -> 
     format!(
         "the clock was set back: state file {} is {} ahead of now ({dropped} kept entr{} dated after now dropped); {source} is read again from its start so that what it still holds counts",
         state.display(),
-        plugin::fmt_duration(std::time::Duration::from_millis(ahead_ms.max(0) as u64)),
+        plugin::fmt_duration(std::time::Duration::from_millis(u64::try_from(ahead_ms).unwrap_or(0))),
         if dropped == 1 { "y" } else { "ies" }
     )
 }
@@ -427,7 +427,7 @@ impl StateDir {
                 st.st_uid
             ));
         }
-        Ok((file, st.st_size as u64))
+        Ok((file, u64::try_from(st.st_size).unwrap_or(0)))
     }
 
     /// Rename `from` to `to` within this directory (replacing `to`); a missing `from` is no
@@ -458,7 +458,7 @@ impl StateDir {
             return None;
         }
         f.seek(std::io::SeekFrom::Start(
-            (st.st_size as u64).saturating_sub(max),
+            u64::try_from(st.st_size).unwrap_or(0).saturating_sub(max),
         ))
         .ok()?;
         let mut b = Vec::new();

@@ -20,9 +20,12 @@ const MSG_PANIC: u8 = b'P';
 static WORKER_FD: OnceLock<OwnedFd> = OnceLock::new();
 
 pub(super) fn send(fd: BorrowedFd<'_>, kind: u8, payload: &[u8]) {
+    // The length field is 32 bits: a (never seen) larger payload is cut, not misframed.
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let payload = &payload[..len as usize];
     let mut msg = Vec::with_capacity(payload.len() + 5);
     msg.push(kind);
-    msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    msg.extend_from_slice(&len.to_le_bytes());
     msg.extend_from_slice(payload);
     let mut off = 0;
     while off < msg.len() {
@@ -160,8 +163,8 @@ fn reap(pid: Pid) {
     const GRACE_MS: u16 = 500;
     // nix has no pidfd_open (Linux 5.3).
     // SAFETY: pidfd_open on our own child; a pidfd becomes readable when the process exits.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) } as i32;
-    if pidfd >= 0 {
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if let Ok(pidfd @ 0..) = i32::try_from(pidfd) {
         // SAFETY: a fresh descriptor nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
         let _ = poll(
@@ -281,7 +284,7 @@ mod tests {
                 crate::parent::set(parent.as_raw());
                 die_with_parent();
                 // SAFETY: leaving the child at once (nix has no _exit).
-                unsafe { libc::_exit(if f() { 0 } else { 1 }) }
+                unsafe { libc::_exit(i32::from(!f())) }
             }
             ForkResult::Parent { child } => exit_code(child),
         }
