@@ -170,20 +170,20 @@ impl Ctx {
     /// roots, why a volume counts as read-only), as a sentence. Never secrets, never a Rust
     /// debug dump.
     pub fn debug(&self, line: impl Into<String>) {
-        self.push_line(2, "info", line.into());
+        self.push_line(2, "info", &line.into());
     }
 
     /// A decision taken, shown from `-vv` (same as [`Self::debug`]; the name says what it is).
     pub fn decision(&self, line: impl Into<String>) {
-        self.push_line(2, "info", line.into());
+        self.push_line(2, "info", &line.into());
     }
 
     /// An input read (a file, a request, its size), shown with `-vvv` only, as a sentence.
     pub fn input(&self, line: impl Into<String>) {
-        self.push_line(3, "read", line.into());
+        self.push_line(3, "read", &line.into());
     }
 
-    fn push_line(&self, level: u8, tag: &str, line: String) {
+    fn push_line(&self, level: u8, tag: &str, line: &str) {
         if self.verbosity < level {
             return;
         }
