@@ -694,7 +694,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s, "kubelet");
-        assert_eq!(l.iter().filter(|&&c| c == b'\n').count(), 1);
+        assert_eq!(std::str::from_utf8(&l).unwrap().matches('\n').count(), 1);
         let v: serde_json::Value = serde_json::from_slice(&l).unwrap();
         assert_eq!(v["msg"], "Operation for \"x\" failed.\nsecond");
         assert_eq!(v["talos-time"], "2026-07-13T20:27:25.123456789Z");

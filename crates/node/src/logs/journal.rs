@@ -58,13 +58,13 @@ impl<R: Read + AsFd> Read for Bounded<R> {
             if left.is_zero() {
                 return Err(std::io::ErrorKind::TimedOut.into());
             }
-            let ms = left.as_millis().clamp(1, 60_000) as u16;
+            let ms = u16::try_from(left.as_millis().clamp(1, 60_000)).unwrap_or(60_000);
             let mut fds = [PollFd::new(self.inner.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(0) => continue,
+                // Timed out (the deadline is looked at again) or interrupted: wait again.
+                Ok(0) | Err(nix::errno::Errno::EINTR) => {}
                 Ok(_) => return self.inner.read(buf),
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(std::io::Error::from_raw_os_error(e as i32)),
+                Err(e) => return Err(e.into()),
             }
         }
     }
