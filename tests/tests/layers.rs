@@ -946,3 +946,248 @@ fn the_circle_finder_catches_a_planted_circle() {
         .expect("runtime::worker → runtime → parent → runtime::worker");
     assert!(c.contains(&"parent".to_string()), "{c:?}");
 }
+
+/// libc functions `nix` 0.30 wraps, and the wrapper to call instead (issue 35: a raw `libc::`
+/// call is an `unsafe` block, a hand-checked return value and errno, and a raw descriptor where
+/// nix has a checked, typed one). Calls nix lacks stay raw, each with its `SAFETY:` comment:
+/// `_exit`, `getauxval`, `getrandom`, `localtime_r`, and `syscall` for `pidfd_open`, `capget`,
+/// `capset`.
+const NIX_WRAPS: [(&str, &str); 76] = [
+    ("fork", "nix::unistd::fork"),
+    ("pipe", "nix::unistd::pipe"),
+    ("pipe2", "nix::unistd::pipe2"),
+    ("poll", "nix::poll::poll"),
+    ("ppoll", "nix::poll::ppoll"),
+    ("read", "nix::unistd::read"),
+    ("write", "nix::unistd::write"),
+    ("pread", "nix::sys::uio::pread"),
+    ("pwrite", "nix::sys::uio::pwrite"),
+    ("close", "an OwnedFd (dropped) or nix::unistd::close"),
+    ("lseek", "nix::unistd::lseek"),
+    ("open", "nix::fcntl::open"),
+    ("openat", "nix::fcntl::openat"),
+    ("fcntl", "nix::fcntl::fcntl"),
+    ("flock", "nix::fcntl::Flock"),
+    ("rename", "std::fs::rename or nix::fcntl::renameat"),
+    ("renameat", "nix::fcntl::renameat"),
+    ("renameat2", "nix::fcntl::renameat2"),
+    ("readlink", "nix::fcntl::readlink"),
+    ("readlinkat", "nix::fcntl::readlinkat"),
+    ("unlink", "nix::unistd::unlink"),
+    ("unlinkat", "nix::unistd::unlinkat"),
+    ("mkdir", "nix::unistd::mkdir"),
+    ("mkdirat", "nix::sys::stat::mkdirat"),
+    ("mkfifo", "nix::unistd::mkfifo"),
+    ("stat", "nix::sys::stat::stat"),
+    ("lstat", "nix::sys::stat::lstat"),
+    ("fstat", "nix::sys::stat::fstat"),
+    ("fstatat", "nix::sys::stat::fstatat"),
+    ("umask", "nix::sys::stat::umask"),
+    ("fsync", "nix::unistd::fsync"),
+    ("fdatasync", "nix::unistd::fdatasync"),
+    ("ftruncate", "nix::unistd::ftruncate"),
+    ("chown", "nix::unistd::chown"),
+    (
+        "lchown",
+        "nix::unistd::fchownat(.., AtFlags::AT_SYMLINK_NOFOLLOW)",
+    ),
+    ("fchownat", "nix::unistd::fchownat"),
+    ("access", "nix::unistd::access"),
+    ("faccessat", "nix::unistd::faccessat"),
+    ("chdir", "nix::unistd::chdir"),
+    ("dup", "nix::unistd::dup"),
+    (
+        "dup2",
+        "nix::unistd::dup2 (dup2_stdin, dup2_stdout, dup2_stderr)",
+    ),
+    ("dup3", "nix::unistd::dup3"),
+    ("execv", "nix::unistd::execv"),
+    ("execve", "nix::unistd::execve"),
+    ("execvp", "nix::unistd::execvp"),
+    ("waitpid", "nix::sys::wait::waitpid"),
+    ("waitid", "nix::sys::wait::waitid"),
+    ("kill", "nix::sys::signal::kill"),
+    ("killpg", "nix::sys::signal::killpg"),
+    ("sigaction", "nix::sys::signal::sigaction"),
+    ("signal", "nix::sys::signal::signal"),
+    ("sigprocmask", "nix::sys::signal::sigprocmask"),
+    ("pthread_sigmask", "nix::sys::signal::pthread_sigmask"),
+    ("getpid", "nix::unistd::getpid"),
+    ("getppid", "nix::unistd::getppid"),
+    ("getuid", "nix::unistd::getuid"),
+    ("geteuid", "nix::unistd::geteuid"),
+    ("getgid", "nix::unistd::getgid"),
+    ("getegid", "nix::unistd::getegid"),
+    ("getgroups", "nix::unistd::getgroups"),
+    ("setgroups", "nix::unistd::setgroups"),
+    ("setuid", "nix::unistd::setuid"),
+    ("setgid", "nix::unistd::setgid"),
+    ("setfsuid", "nix::unistd::setfsuid"),
+    ("setfsgid", "nix::unistd::setfsgid"),
+    ("setsid", "nix::unistd::setsid"),
+    ("setpgid", "nix::unistd::setpgid"),
+    ("prctl", "nix::sys::prctl (set_pdeathsig, get_pdeathsig, …)"),
+    ("statfs", "nix::sys::statfs::statfs"),
+    ("statvfs", "nix::sys::statvfs::statvfs"),
+    ("uname", "nix::sys::utsname::uname"),
+    ("gethostname", "nix::unistd::gethostname"),
+    ("clock_gettime", "nix::time::clock_gettime"),
+    ("mmap", "nix::sys::mman::mmap"),
+    ("munmap", "nix::sys::mman::munmap"),
+    ("madvise", "nix::sys::mman::madvise"),
+];
+
+/// Each raw call of a function nix wraps in `src` (comments and strings are not code):
+/// `(line, "libc::NAME(", nix replacement)`. `libc::syscall(libc::SYS_NAME, …)` counts as a call
+/// of NAME.
+fn raw_libc_calls(src: &str) -> Result<Vec<(usize, String, &'static str)>, String> {
+    fn walk(ts: &[Tok], out: &mut Vec<(usize, String, &'static str)>) {
+        for (i, t) in ts.iter().enumerate() {
+            if let Tok::Group(_, inner, _) = t {
+                walk(inner, out);
+            }
+            if ident(Some(t)) != Some("libc") || !is_punct(ts.get(i + 1), "::") {
+                continue;
+            }
+            let Some(name) = ident(ts.get(i + 2)) else {
+                continue;
+            };
+            let Some(Tok::Group('(', args, _)) = ts.get(i + 3) else {
+                continue;
+            };
+            // `libc::syscall(libc::SYS_fork, …)`: the call behind the number.
+            let called = if name == "syscall" {
+                match (
+                    ident(args.first()),
+                    is_punct(args.get(1), "::"),
+                    ident(args.get(2)),
+                ) {
+                    (Some("libc"), true, Some(sys)) => sys.strip_prefix("SYS_").unwrap_or(sys),
+                    _ => name,
+                }
+            } else {
+                name
+            };
+            if let Some((_, nix)) = NIX_WRAPS.iter().find(|(f, _)| *f == called) {
+                let shown = if called == name {
+                    format!("libc::{name}(")
+                } else {
+                    format!("libc::syscall(libc::SYS_{called}")
+                };
+                out.push((t.line(), shown, nix));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&lex(src)?, &mut out);
+    Ok(out)
+}
+
+/// Issue 35: no raw `libc::` call where `nix` has the function, in any file under `crates/`
+/// (test code included).
+#[test]
+fn no_raw_libc_call_where_nix_has_the_function() {
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("crates"), &mut files);
+    files.sort();
+    assert!(files.len() > 50, "{} files", files.len());
+    let mut raw = Vec::new();
+    for f in &files {
+        let src = std::fs::read_to_string(f).unwrap();
+        let rel = f.strip_prefix(workspace_root()).unwrap_or(f);
+        match raw_libc_calls(&src) {
+            Ok(calls) => {
+                for (line, call, nix) in calls {
+                    raw.push(format!("{}:{line}: {call} — use {nix}", rel.display()));
+                }
+            }
+            Err(e) => raw.push(format!("{}: cannot lex: {e}", rel.display())),
+        }
+    }
+    assert!(
+        raw.is_empty(),
+        "raw libc calls nix wraps (call the nix function instead; see the list in tests/tests/layers.rs):\n{}",
+        raw.join("\n")
+    );
+}
+
+/// The raw-call scan on planted lines: direct calls, `nix::libc::` calls, a wrapped call by
+/// syscall number and a call nested in arguments are caught; comments, strings, calls nix lacks
+/// and `libc::` types and constants are not.
+#[test]
+fn the_raw_libc_scan_catches_planted_calls() {
+    let src = r#"
+fn a() {
+    // SAFETY: none
+    let pid = unsafe { libc::fork() };
+    let st: libc::stat = unsafe { std::mem::zeroed() };
+    let n = unsafe { nix::libc::waitpid(pid, &mut 0, libc::WNOHANG) };
+    unsafe { libc::syscall(libc::SYS_setfsuid, 65534) };
+    unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let s = "libc::kill(1, 9)"; // libc::kill(pid, libc::SIGKILL)
+    unsafe { libc::_exit(f(libc::getuid())) }
+}
+"#;
+    let found: Vec<(usize, String)> = raw_libc_calls(src)
+        .unwrap()
+        .into_iter()
+        .map(|(l, c, _)| (l, c))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (4, "libc::fork(".to_string()),
+            (6, "libc::waitpid(".to_string()),
+            (7, "libc::syscall(libc::SYS_setfsuid".to_string()),
+            (10, "libc::getuid(".to_string()),
+        ],
+        "{found:?}"
+    );
+}
+
+/// Issue 35: the lint policy lives in one place, the root `Cargo.toml`'s
+/// `[workspace.lints.clippy]` (pedantic on, each allowed lint with its reason), and every crate
+/// takes it: a crate without `[lints] workspace = true` would silently lint by other rules.
+#[test]
+fn every_crate_takes_the_workspace_lints() {
+    let root = workspace_root();
+    let top = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let table = top
+        .split("[workspace.lints.clippy]")
+        .nth(1)
+        .expect("[workspace.lints.clippy] in the root Cargo.toml");
+    let table = table.split("\n[").next().unwrap_or(table);
+    assert!(
+        table.contains("pedantic = { level = \"warn\", priority = -1 }"),
+        "{table}"
+    );
+    for line in table.lines().filter(|l| l.contains("= \"allow\"")) {
+        assert!(
+            line.split_once('#')
+                .is_some_and(|(_, why)| why.trim().len() >= 10),
+            "an allowed lint without its reason (a `# …` comment on its line): {line}"
+        );
+    }
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.exists())
+        .collect();
+    manifests.push(root.join("tests/Cargo.toml"));
+    let missing: Vec<String> = manifests
+        .iter()
+        .filter(|m| {
+            let s = std::fs::read_to_string(m).unwrap();
+            !s.split("\n[lints]")
+                .nth(1)
+                .is_some_and(|rest| rest.trim_start().starts_with("workspace = true"))
+        })
+        .map(|m| m.display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates without `[lints] workspace = true` (the lint policy of the root Cargo.toml):\n{}",
+        missing.join("\n")
+    );
+}

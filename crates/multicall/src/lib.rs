@@ -91,7 +91,7 @@ fn run_check<C: Check>(args: Vec<OsString>) -> i32 {
 fn about<C: CommandFactory>() -> String {
     C::command()
         .get_about()
-        .map(|a| a.to_string())
+        .map(std::string::ToString::to_string)
         .unwrap_or_default()
 }
 

@@ -340,7 +340,7 @@ fn program_command() -> clap::Command {
         )
 }
 
-fn render(name: &str, cmd: clap::Command, page: Option<&str>) -> std::io::Result<Vec<u8>> {
+fn render(name: &str, cmd: &clap::Command, page: Option<&str>) -> std::io::Result<Vec<u8>> {
     let version = env!("CARGO_PKG_VERSION");
     let man = Man::new(cmd.clone())
         .title(name.to_uppercase())
@@ -356,8 +356,8 @@ fn render(name: &str, cmd: clap::Command, page: Option<&str>) -> std::io::Result
     man.render_options_section(&mut out)?;
     let mut r = Roff::new();
     exit_status(&mut r, name == PROGRAM);
-    environment(&mut r, &cmd);
-    files(&mut r, name, &cmd);
+    environment(&mut r, cmd);
+    files(&mut r, name, cmd);
     let mut ex = page.map(examples).unwrap_or_default();
     if name == PROGRAM {
         ex = vec![
@@ -423,7 +423,7 @@ pub fn generate(dir: &Path) -> Result<Vec<String>, String> {
     }
     let mut written = Vec::new();
     for (name, cmd, page) in pages {
-        let bytes = render(&name, cmd, page).map_err(|e| format!("{name}: {e}"))?;
+        let bytes = render(&name, &cmd, page).map_err(|e| format!("{name}: {e}"))?;
         let path = dir.join(format!("{name}.1"));
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         written.push(path.display().to_string());

@@ -356,17 +356,15 @@ pub fn decode(raw: &[u8], kernel_seq: &mut u64, clocks: (u64, i64)) -> Decoded {
             .get("talos-time")
             .and_then(|t| t.as_str())
             .and_then(|t| node::logs::time::parse_rfc3339(t.as_bytes()))
-            .map(|(ms, _)| ms)
-            .unwrap_or(now);
+            .map_or(now, |(ms, _)| ms);
         let usec = mono_now as i64 - (now - t).max(0) * 1000;
         if usec < 0 {
             return Decoded::Drop("before_boot");
         }
         let name = |k: &str, table: &[&str], default: usize| {
-            obj.get(k)
-                .and_then(|v| v.as_str())
-                .map(|s| table.iter().position(|n| *n == s).unwrap_or(default))
-                .unwrap_or(default)
+            obj.get(k).and_then(|v| v.as_str()).map_or(default, |s| {
+                table.iter().position(|n| *n == s).unwrap_or(default)
+            })
         };
         // An unknown facility is not the kernel's (its records are read for facility 0 only).
         let fac = name("facility", FACILITIES, 1);
@@ -411,7 +409,7 @@ impl Shared {
     }
 
     fn handle(&self, raw: &[u8], from: &str) {
-        if raw.iter().all(|c| c.is_ascii_whitespace()) {
+        if raw.iter().all(u8::is_ascii_whitespace) {
             return;
         }
         self.counters.received.fetch_add(1, Ordering::Relaxed);
@@ -621,7 +619,7 @@ fn run(opts: Opts) -> Result<(), String> {
         counters: Counters::default(),
         conns: Mutex::new(Vec::new()),
         next_id: AtomicU64::new(1),
-        said: Mutex::new(Default::default()),
+        said: Mutex::new(std::collections::BTreeSet::new()),
     });
     stats_dir.write(STATS_FILE, shared.stats_json(&listen).as_bytes())?;
     eprintln!(
@@ -668,8 +666,7 @@ fn run(opts: Opts) -> Result<(), String> {
         let Ok(s) = s else { continue };
         let peer = s
             .peer_addr()
-            .map(|p| format!("tcp {p}"))
-            .unwrap_or_else(|_| "tcp ?".into());
+            .map_or_else(|_| "tcp ?".into(), |p| format!("tcp {p}"));
         let Some(id) = shared.admit(&s) else { continue };
         let sh = shared.clone();
         if !spawn("conn", move || sh.serve(s, id, peer)) {
@@ -697,7 +694,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s, "kubelet");
-        assert_eq!(l.iter().filter(|&&c| c == b'\n').count(), 1);
+        assert_eq!(std::str::from_utf8(&l).unwrap().matches('\n').count(), 1);
         let v: serde_json::Value = serde_json::from_slice(&l).unwrap();
         assert_eq!(v["msg"], "Operation for \"x\" failed.\nsecond");
         assert_eq!(v["talos-time"], "2026-07-13T20:27:25.123456789Z");

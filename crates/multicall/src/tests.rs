@@ -150,7 +150,7 @@ fn every_check_crate_is_an_applet_with_the_capabilities_it_needs() {
         .map(|a| a.name)
         .filter(|n| n.starts_with("check_"))
         .collect();
-    listed.sort();
+    listed.sort_unstable();
     assert_eq!(listed, on_disk);
     let want = "\
 check_iscsi_sessions k8s-storage-checks

@@ -53,7 +53,7 @@ impl AttrError {
         self.errno == Some(nix::libc::ENOTCONN)
     }
     pub fn permission(&self) -> bool {
-        matches!(self.errno, Some(nix::libc::EACCES) | Some(nix::libc::EPERM))
+        matches!(self.errno, Some(nix::libc::EACCES | nix::libc::EPERM))
     }
 }
 
@@ -260,7 +260,11 @@ fn natural_key(s: &str) -> Vec<(String, u64)> {
     let mut num: Option<u64> = None;
     for c in s.chars() {
         if let Some(d) = c.to_digit(10) {
-            num = Some(num.unwrap_or(0).saturating_mul(10).saturating_add(d as u64));
+            num = Some(
+                num.unwrap_or(0)
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(d)),
+            );
         } else {
             if let Some(n) = num.take() {
                 out.push((std::mem::take(&mut text), n));

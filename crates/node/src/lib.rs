@@ -3,6 +3,7 @@
 //! runs on the node and in a container that mounts the host at `/host`.
 
 pub mod args;
+pub mod atomic;
 pub mod blockdev;
 pub mod blockname;
 pub mod fsstate;

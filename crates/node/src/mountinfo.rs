@@ -95,9 +95,9 @@ pub(crate) fn unescape_into(s: &str, out: &mut String) {
         if b[i] == b'\\' && i + 3 < b.len() {
             let oct = &b[i + 1..i + 4];
             if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = (oct[0] - b'0') as u32 * 64
-                    + (oct[1] - b'0') as u32 * 8
-                    + (oct[2] - b'0') as u32;
+                let v = u32::from(oct[0] - b'0') * 64
+                    + u32::from(oct[1] - b'0') * 8
+                    + u32::from(oct[2] - b'0');
                 if v <= 255 {
                     bytes.push(v as u8);
                     i += 4;
@@ -188,7 +188,7 @@ pub(crate) fn tokenize(line: &str) -> Result<Raw<'_>, &'static str> {
     // The source may be empty on some filesystems; tolerate an empty field and trailing blanks.
     let a = f.next();
     let b = f.next();
-    let extra_ok = f.all(|e| e.is_empty());
+    let extra_ok = f.all(str::is_empty);
     let (source, super_options) = match (a, b) {
         (Some(src), Some(opts)) if extra_ok && !opts.is_empty() => (src, opts),
         (Some(opts), None) if !opts.is_empty() => ("", opts),

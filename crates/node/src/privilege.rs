@@ -36,8 +36,7 @@ pub fn no_new_privs() -> bool {
 /// false while privileged); file capabilities not applied under `NoNewPrivs`; else run as root
 /// or grant it (`why`: what needs it).
 pub fn advice(cap: &str, why: &str, own: bool) -> String {
-    // SAFETY: plain id getter.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     // Under NoNewPrivs the kernel still marks the exec secure (the file has capabilities) but
     // grants none of them: nothing is permitted.
     if !root && no_new_privs() && plugin::privilege::permitted() == 0 {

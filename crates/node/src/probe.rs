@@ -88,6 +88,11 @@ impl Outcome {
     }
 }
 
+/// A duration in nanoseconds, saturating (584 years fit).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Probe one path.
 pub fn probe(path: &Path, timeout: Duration) -> Outcome {
     probe_many(&[path.to_path_buf()], timeout, 1)
@@ -143,7 +148,7 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
                 // SAFETY: gettid has no preconditions.
                 let tid = nix::unistd::gettid().as_raw();
                 sh2.tids[i].store(tid, Ordering::SeqCst);
-                let t = sh2.base.elapsed().as_nanos() as u64 + 1;
+                let t = nanos(sh2.base.elapsed()) + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
                 let out = probe_now(&sh2.paths[i], &sh2.spaces[i]);
                 sh2.finish(i, out);
@@ -225,13 +230,13 @@ fn probe_many_tids(
             break;
         }
     }
-    let timeout_ns = timeout.as_nanos() as u64;
+    let timeout_ns = nanos(timeout);
     loop {
         if sh.done.load(Ordering::SeqCst) >= n {
             break;
         }
         // Declare the probes whose time is up hung; find the next deadline.
-        let now = sh.base.elapsed().as_nanos() as u64 + 1;
+        let now = nanos(sh.base.elapsed()) + 1;
         let mut earliest: Option<u64> = None;
         for i in 0..n {
             let st = sh.started[i].load(Ordering::SeqCst);
@@ -259,7 +264,10 @@ fn probe_many_tids(
             Some(d) => Duration::from_nanos(d.saturating_sub(now).max(1_000)),
             None => timeout,
         };
-        let guard = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = sh
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Re-check under the lock: a worker finishing now notifies while holding it.
         if sh.done.load(Ordering::SeqCst) >= n {
             break;
@@ -431,8 +439,7 @@ pub fn probe_remembered_space(
     let now_ms = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     };
     let started = now_ms();
     let (res, tids, got) = probe_many_tids(&paths, timeout, parallel);

@@ -7,13 +7,15 @@
 //! check's worker, and the check answers UNKNOWN saying so (reading would have given a
 //! truncated document, also UNKNOWN).
 
-use nix::libc;
+use nix::sys::mman::{madvise, mmap, munmap, MapFlags, MmapAdvise, ProtFlags};
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
 use std::ops::Deref;
-use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
 
-/// A read-only private mapping of a whole file.
+/// A read-only private mapping of a whole file (`ptr` dangles when `len` is 0).
 pub struct Mapped {
-    ptr: *mut libc::c_void,
+    ptr: NonNull<c_void>,
     len: usize,
 }
 
@@ -24,7 +26,7 @@ impl Deref for Mapped {
             return &[];
         }
         // SAFETY: ptr..ptr+len is a live mapping owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), self.len) }
     }
 }
 
@@ -32,7 +34,7 @@ impl Drop for Mapped {
     fn drop(&mut self) {
         if self.len > 0 {
             // SAFETY: the mapping was made by map with this length.
-            unsafe { libc::munmap(self.ptr, self.len) };
+            let _ = unsafe { munmap(self.ptr, self.len) };
         }
     }
 }
@@ -40,28 +42,26 @@ impl Drop for Mapped {
 /// Map `len` bytes of `file` (its size when the caller looked).
 pub fn map(file: &std::fs::File, len: u64) -> std::io::Result<Mapped> {
     let len = usize::try_from(len).map_err(std::io::Error::other)?;
-    if len == 0 {
+    let Some(size) = NonZeroUsize::new(len) else {
         return Ok(Mapped {
-            ptr: std::ptr::null_mut(),
+            ptr: NonNull::dangling(),
             len: 0,
         });
-    }
-    // SAFETY: a read-only private mapping of a descriptor we hold; checked for MAP_FAILED.
+    };
+    // SAFETY: a read-only private mapping of a descriptor we hold, at an address the kernel
+    // picks: it aliases nothing of ours.
     let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_PRIVATE,
-            file.as_raw_fd(),
+        mmap(
+            None,
+            size,
+            ProtFlags::PROT_READ,
+            MapFlags::MAP_PRIVATE,
+            file,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
+    }?;
     // SAFETY: advice on our own mapping; it only tunes read-ahead.
-    unsafe { libc::madvise(p, len, libc::MADV_SEQUENTIAL) };
+    let _ = unsafe { madvise(p, len, MmapAdvise::MADV_SEQUENTIAL) };
     Ok(Mapped { ptr: p, len })
 }
 

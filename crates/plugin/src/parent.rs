@@ -22,19 +22,11 @@ pub(crate) fn die_with_parent() {
     if parent == 0 {
         return;
     }
-    // SAFETY: prctl with a plain signal number; getppid and _exit have no preconditions.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
-        if libc::getppid() != parent {
-            // The parent is gone (this process was reparented): nobody reads the answer.
-            libc::_exit(Status::Unknown.code());
-        }
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if nix::unistd::getppid().as_raw() != parent {
+        // The parent is gone (this process was reparented): nobody reads the answer.
+        // SAFETY: _exit has no preconditions (nix has no wrapper for it).
+        unsafe { libc::_exit(Status::Unknown.code()) }
     }
 }
 

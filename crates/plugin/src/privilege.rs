@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 /// file capabilities or a set-id bit raised it at exec.
 pub fn secure() -> bool {
     static SECURE: OnceLock<bool> = OnceLock::new();
-    // SAFETY: getauxval only reads the auxiliary vector.
+    // SAFETY: getauxval only reads the auxiliary vector (nix has no wrapper for it).
     *SECURE.get_or_init(|| unsafe { libc::getauxval(libc::AT_SECURE) } != 0)
 }
 
@@ -82,16 +82,8 @@ fn user_name(uid: u32) -> String {
 
 /// What raised this process's privilege, for messages.
 fn how() -> &'static str {
-    // SAFETY: plain id getters.
-    let (r, e, rg, eg) = unsafe {
-        (
-            libc::getuid(),
-            libc::geteuid(),
-            libc::getgid(),
-            libc::getegid(),
-        )
-    };
-    if r != e || rg != eg {
+    use nix::unistd::{getegid, geteuid, getgid, getuid};
+    if getuid() != geteuid() || getgid() != getegid() {
         "a set-id bit"
     } else {
         "file capabilities"
@@ -103,14 +95,14 @@ pub fn gate() -> Result<(), String> {
     if !secure() {
         return Ok(());
     }
-    // SAFETY: plain id getters; getgroups into a buffer of the size it reported.
-    let (uid, gid, groups) = unsafe {
-        let n = libc::getgroups(0, std::ptr::null_mut());
-        let mut groups = vec![0 as libc::gid_t; n.max(0) as usize];
-        let n = libc::getgroups(n.max(0), groups.as_mut_ptr());
-        groups.truncate(n.max(0) as usize);
-        (libc::getuid(), libc::getgid(), groups)
-    };
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    // None readable: none to allow by (the primary group and root still are).
+    let groups = nix::unistd::getgroups()
+        .map(|g| g.into_iter().map(nix::unistd::Gid::as_raw).collect())
+        .unwrap_or_default();
     let exe = std::fs::metadata("/proc/self/exe");
     let file_gid = exe.as_ref().ok().map(std::os::unix::fs::MetadataExt::gid);
     let input = GateInput {
@@ -138,7 +130,8 @@ pub fn gate() -> Result<(), String> {
     }
 }
 
-// Capability sets through the raw syscalls (no libcap): version 3, two 32-bit words per set.
+// Capability sets through the raw syscalls (no libcap, and nix has no capget/capset): version 3,
+// two 32-bit words per set.
 const CAP_V3: u32 = 0x2008_0522;
 
 #[repr(C)]
@@ -175,6 +168,15 @@ fn capset(d: &[CapData; 2]) -> bool {
     unsafe { libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()) == 0 }
 }
 
+/// A capability mask (bit n: capability n) as the two 32-bit words of version 3, low first.
+fn words(mask: u64) -> [u32; 2] {
+    let [a, b, c, d, e, f, g, h] = mask.to_le_bytes();
+    [
+        u32::from_le_bytes([a, b, c, d]),
+        u32::from_le_bytes([e, f, g, h]),
+    ]
+}
+
 /// The privilege level of the calling thread: its effective capabilities and filesystem ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Level {
@@ -183,21 +185,21 @@ pub struct Level {
     fsgid: u32,
 }
 
+/// setfsuid on the calling thread; returns the previous value.
 fn setfsuid(id: u32) -> u32 {
-    // SAFETY: setfsuid on the calling thread; returns the previous value.
-    unsafe { libc::syscall(libc::SYS_setfsuid, id) as u32 }
+    nix::unistd::setfsuid(nix::unistd::Uid::from_raw(id)).as_raw()
 }
+/// setfsgid on the calling thread; returns the previous value.
 fn setfsgid(id: u32) -> u32 {
-    // SAFETY: setfsgid on the calling thread; returns the previous value.
-    unsafe { libc::syscall(libc::SYS_setfsgid, id) as u32 }
+    nix::unistd::setfsgid(nix::unistd::Gid::from_raw(id)).as_raw()
 }
 
 impl Level {
     /// The calling thread's level now.
     pub fn current() -> Level {
-        let effective = capget()
-            .map(|d| d[0].effective as u64 | (d[1].effective as u64) << 32)
-            .unwrap_or(0);
+        let effective = capget().map_or(0, |d| {
+            u64::from(d[0].effective) | u64::from(d[1].effective) << 32
+        });
         // setfsuid(-1) fails and returns the current value without changing it.
         Level {
             effective,
@@ -208,8 +210,10 @@ impl Level {
 
     /// The caller's own privilege: no effective capabilities, the real user's ids for file access.
     pub fn caller() -> Level {
-        // SAFETY: plain id getters.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
         Level {
             effective: 0,
             fsuid: uid,
@@ -220,8 +224,10 @@ impl Level {
     /// The binary's own privilege: every permitted capability effective, the effective ids.
     pub fn own() -> Level {
         let permitted = permitted();
-        // SAFETY: plain id getters.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (uid, gid) = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
         Level {
             effective: permitted,
             fsuid: uid,
@@ -238,8 +244,9 @@ impl Level {
         };
         setfsgid(self.fsgid);
         setfsuid(self.fsuid);
-        d[0].effective = self.effective as u32 & d[0].permitted;
-        d[1].effective = (self.effective >> 32) as u32 & d[1].permitted;
+        let [low, high] = words(self.effective);
+        d[0].effective = low & d[0].permitted;
+        d[1].effective = high & d[1].permitted;
         let ok = capset(&d);
         // A change of filesystem ids or capabilities clears this thread's parent-death signal.
         crate::parent::die_with_parent();
@@ -267,8 +274,7 @@ pub fn lower_process() -> Result<(), String> {
 /// the sudoers rule, but credentials must not be discovered for the caller either. The variable
 /// can only restrict, never grant.
 pub fn via_sudo() -> bool {
-    // SAFETY: plain id getter.
-    let root = unsafe { libc::getuid() } == 0;
+    let root = nix::unistd::getuid().is_root();
     root && std::env::var_os("SUDO_UID").is_some()
 }
 
@@ -345,9 +351,9 @@ pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 
 /// The permitted capabilities of this process, as a mask (bit n: capability n).
 pub fn permitted() -> u64 {
-    capget()
-        .map(|d| d[0].permitted as u64 | (d[1].permitted as u64) << 32)
-        .unwrap_or(0)
+    capget().map_or(0, |d| {
+        u64::from(d[0].permitted) | u64::from(d[1].permitted) << 32
+    })
 }
 
 /// Before any check code runs, when privileged: keep in the permitted, effective and inheritable
@@ -365,8 +371,7 @@ pub fn keep_only(needed: u64) -> Result<(), String> {
             std::io::Error::last_os_error()
         ));
     };
-    for (i, w) in d.iter_mut().enumerate() {
-        let keep = (needed >> (32 * i)) as u32;
+    for (w, keep) in d.iter_mut().zip(words(needed)) {
         w.permitted &= keep;
         w.effective &= keep;
         w.inheritable &= keep;

@@ -448,13 +448,13 @@ mod tests {
     #[test]
     fn human_durations() {
         assert_eq!(fmt_duration(Duration::from_secs(122)), "2m2s");
-        assert_eq!(fmt_duration(Duration::from_secs(41 * 60)), "41m");
+        assert_eq!(fmt_duration(Duration::from_mins(41)), "41m");
         assert_eq!(
             fmt_duration(Duration::from_secs(14 * 86400 + 3 * 3600 + 5)),
             "14d3h"
         );
         assert_eq!(fmt_duration(Duration::from_millis(850)), "850ms");
-        assert_eq!(fmt_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(fmt_duration(Duration::from_hours(1)), "1h");
     }
 
     #[test]

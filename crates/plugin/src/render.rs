@@ -84,7 +84,7 @@ pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
 
 fn perf_string(perf: &[Perfdata]) -> String {
     perf.iter()
-        .map(|p| p.render())
+        .map(super::report::Perfdata::render)
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -447,7 +447,7 @@ fn status_series(out: &mut String, check: &str, status: Status) {
         STATUS_METRIC,
         "gauge",
         "Plugin state: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
-        status.code() as f64,
+        f64::from(status.code()),
     );
 }
 
@@ -455,10 +455,10 @@ fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
     let check = prom_escape(o.binary);
     let mut out = String::new();
     let sample = |out: &mut String, name: &str, kind: &str, help: &str, value: f64| {
-        sample(out, &check, name, kind, help, value)
+        sample(out, &check, name, kind, help, value);
     };
     let gauge = |out: &mut String, name: &str, help: &str, value: f64| {
-        sample(out, name, "gauge", help, value)
+        sample(out, name, "gauge", help, value);
     };
     status_series(&mut out, &check, report.status);
     gauge(
@@ -475,8 +475,10 @@ fn render_prometheus(report: &Report, o: &RenderOptions) -> String {
             o.timeout_secs,
         );
     }
-    let mut seen: std::collections::HashSet<String> =
-        RESERVED_METRICS.iter().map(|s| s.to_string()).collect();
+    let mut seen: std::collections::HashSet<String> = RESERVED_METRICS
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     for p in &report.perfdata {
         let name = metric_name(p);
         if !seen.insert(name.clone()) {

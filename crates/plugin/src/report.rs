@@ -128,16 +128,16 @@ impl Perfdata {
             },
             self.warn
                 .as_ref()
-                .map(|r| r.to_string())
+                .map(std::string::ToString::to_string)
                 .unwrap_or_default(),
             self.crit
                 .as_ref()
-                .map(|r| r.to_string())
+                .map(std::string::ToString::to_string)
                 .unwrap_or_default(),
             self.min.map(fmt_num).unwrap_or_default(),
             self.max.map(fmt_num).unwrap_or_default(),
         ];
-        while fields.len() > 1 && fields.last().is_some_and(|f| f.is_empty()) {
+        while fields.len() > 1 && fields.last().is_some_and(std::string::String::is_empty) {
             fields.pop();
         }
         fields.join(";")
@@ -674,7 +674,10 @@ mod tests {
         assert_eq!(names, SUBJECT_FIELDS);
         let v = serde_json::to_value(&s).unwrap();
         let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-        let mut want: Vec<_> = SUBJECT_FIELDS.iter().map(|s| s.to_string()).collect();
+        let mut want: Vec<_> = SUBJECT_FIELDS
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         want.sort();
         let mut keys = keys;
         keys.sort();

@@ -4,7 +4,7 @@ use crate::render::{render, Format, RenderOptions};
 use crate::{Report, Status};
 use nix::libc;
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ pub struct Ctx {
     debug: Mutex<Vec<String>>,
     verbosity: u8,
     /// In a worker process: the pipe that stage names are sent to.
-    sink: Option<i32>,
+    sink: Option<std::os::fd::BorrowedFd<'static>>,
 }
 
 impl Ctx {
@@ -170,20 +170,20 @@ impl Ctx {
     /// roots, why a volume counts as read-only), as a sentence. Never secrets, never a Rust
     /// debug dump.
     pub fn debug(&self, line: impl Into<String>) {
-        self.push_line(2, "info", line.into());
+        self.push_line(2, "info", &line.into());
     }
 
     /// A decision taken, shown from `-vv` (same as [`Self::debug`]; the name says what it is).
     pub fn decision(&self, line: impl Into<String>) {
-        self.push_line(2, "info", line.into());
+        self.push_line(2, "info", &line.into());
     }
 
     /// An input read (a file, a request, its size), shown with `-vvv` only, as a sentence.
     pub fn input(&self, line: impl Into<String>) {
-        self.push_line(3, "read", line.into());
+        self.push_line(3, "read", &line.into());
     }
 
-    fn push_line(&self, level: u8, tag: &str, line: String) {
+    fn push_line(&self, level: u8, tag: &str, line: &str) {
         if self.verbosity < level {
             return;
         }
@@ -233,8 +233,10 @@ fn usage_error<C: Check>(err: &clap::Error, format: Format) -> String {
     let usage = rendered
         .lines()
         .find(|l| l.starts_with("Usage:"))
-        .map(|l| l.to_string())
-        .unwrap_or_else(|| format!("Usage: {} [OPTIONS]", C::BINARY));
+        .map_or_else(
+            || format!("Usage: {} [OPTIONS]", C::BINARY),
+            std::string::ToString::to_string,
+        );
     if format != Format::Nagios {
         // The caller asked for a machine format: a usage error is an UNKNOWN in that format.
         let report = Report::unknown(format!("usage error: {}", crate::sanitize(&first)))
@@ -262,9 +264,10 @@ fn requested_format(args: &[std::ffi::OsString]) -> Format {
             break;
         }
         let value = if a == "--format" {
-            it.next().map(|v| v.into_owned())
+            it.next().map(std::borrow::Cow::into_owned)
         } else {
-            a.strip_prefix("--format=").map(|v| v.to_string())
+            a.strip_prefix("--format=")
+                .map(std::string::ToString::to_string)
         };
         if let Some(f) = value.and_then(|v| Format::from_str(&v, false).ok()) {
             format = f;
@@ -384,7 +387,7 @@ where
                 ErrorKind::DisplayHelp
                 | ErrorKind::DisplayVersion
                 | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    out(&e.render().to_string())
+                    out(&e.render().to_string());
                 }
                 _ => out(&usage_error::<C>(&e, requested_format(&args))),
             }
@@ -712,7 +715,7 @@ mod tests {
         assert_eq!(t.duration, Duration::from_secs(30));
         assert_eq!(t.state, Status::Critical);
         let t: Timeout = "1m".parse().unwrap();
-        assert_eq!(t.duration, Duration::from_secs(60));
+        assert_eq!(t.duration, Duration::from_mins(1));
         assert_eq!(t.state, Status::Unknown);
         assert!("".parse::<Timeout>().is_err());
         assert!("10:x".parse::<Timeout>().is_err());

@@ -7,8 +7,8 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = if y >= 0 { y } else { y - 399 } / 400;
     let yoe = y - era * 400;
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146097 + doe - 719468
 }
@@ -32,7 +32,11 @@ pub fn digits(b: &[u8], n: usize) -> Option<u32> {
     if b.len() < n || !b[..n].iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(b[..n].iter().fold(0u32, |a, &c| a * 10 + (c - b'0') as u32))
+    Some(
+        b[..n]
+            .iter()
+            .fold(0u32, |a, &c| a * 10 + u32::from(c - b'0')),
+    )
 }
 
 /// `YYYY-MM-DD?HH:MM:SS[.fraction]` at the start of `b` (`sep_ok` decides the separator), without
@@ -44,7 +48,7 @@ pub fn date_time(b: &[u8], sep_ok: impl Fn(u8) -> bool) -> Option<(i64, u32, usi
     if b[16] != b':' {
         return None;
     }
-    let y = digits(b, 4)? as i64;
+    let y = i64::from(digits(b, 4)?);
     let mo = digits(&b[5..], 2)?;
     let d = digits(&b[8..], 2)?;
     let h = digits(&b[11..], 2)?;
@@ -60,7 +64,7 @@ pub fn date_time(b: &[u8], sep_ok: impl Fn(u8) -> bool) -> Option<(i64, u32, usi
         let start = i;
         let mut scale = 100_000u32;
         while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            micros += (c - b'0') as u32 * scale;
+            micros += u32::from(c - b'0') * scale;
             scale /= 10;
             i += 1;
         }
@@ -68,7 +72,7 @@ pub fn date_time(b: &[u8], sep_ok: impl Fn(u8) -> bool) -> Option<(i64, u32, usi
             return None;
         }
     }
-    let secs = days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64;
+    let secs = days_from_civil(y, mo, d) * 86400 + i64::from(h * 3600 + mi * 60 + s);
     Some((secs, micros, i))
 }
 
@@ -77,14 +81,14 @@ pub fn date_time(b: &[u8], sep_ok: impl Fn(u8) -> bool) -> Option<(i64, u32, usi
 pub fn parse_rfc3339_prefix(b: &[u8]) -> Option<(i64, usize)> {
     let (secs, micros, mut i) = date_time(b, |c| matches!(c, b'T' | b't' | b' '))?;
     let off = match b.get(i) {
-        Some(b'Z') | Some(b'z') => {
+        Some(b'Z' | b'z') => {
             i += 1;
             0
         }
         Some(&c @ (b'+' | b'-')) => {
-            let h = digits(b.get(i + 1..)?, 2)? as i64;
+            let h = i64::from(digits(b.get(i + 1..)?, 2)?);
             let colon = usize::from(b.get(i + 3) == Some(&b':'));
-            let m = digits(b.get(i + 3 + colon..)?, 2)? as i64;
+            let m = i64::from(digits(b.get(i + 3 + colon..)?, 2)?);
             i += 5 + colon;
             let o = h * 3600 + m * 60;
             if c == b'-' {
@@ -95,7 +99,7 @@ pub fn parse_rfc3339_prefix(b: &[u8]) -> Option<(i64, usize)> {
         }
         _ => return None,
     };
-    Some(((secs - off) * 1000 + (micros / 1000) as i64, i))
+    Some(((secs - off) * 1000 + i64::from(micros / 1000), i))
 }
 
 /// A whole string that is one RFC 3339 timestamp (surrounding blanks allowed), as Unix seconds
@@ -130,8 +134,7 @@ pub fn fmt_utc(ms: i64) -> String {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Now, Unix seconds.
@@ -144,7 +147,7 @@ mod tests {
     use super::*;
 
     fn utc(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
-        (days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64) * 1000
+        (days_from_civil(y, mo, d) * 86400 + i64::from(h * 3600 + mi * 60 + s)) * 1000
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn merge<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
         samples: Vec<&'a str>,
     }
     let mut order: Vec<&'a str> = Vec::new();
-    let mut families: std::collections::HashMap<&'a str, Family<'a>> = Default::default();
+    let mut families: std::collections::HashMap<&'a str, Family<'a>> =
+        std::collections::HashMap::new();
     let mut comments: Vec<&'a str> = Vec::new();
     for text in texts {
         for line in text.lines() {

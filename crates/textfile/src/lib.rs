@@ -13,7 +13,7 @@
 //! as the container's PID 1.
 
 use clap::Parser;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -265,33 +265,25 @@ pub fn run_job_capped(job: &Job, kill_after: Duration, output_max: u64) -> Strin
     }
 }
 
-/// Replace `<dir>/<name>.prom` atomically: write a dot-file (the collector reads `*.prom` only)
-/// in the same directory, fsync it, rename it over the old file.
-///
-/// The dot-file is created new (`O_CREAT|O_EXCL|O_NOFOLLOW`, after removing a leftover: unlink
-/// never follows a link), so a link planted at its name by whoever else may write the directory
-/// (the runner may run as root in container mode) is never written through; its mode is set on
-/// the open file, not by path.
+/// Replace `<dir>/<name>.prom` atomically through [`node::atomic::replace`], the suite's one
+/// atomic writer: a dot-file (the collector reads `*.prom` only) with a random name, created new
+/// (`O_CREAT|O_EXCL|O_NOFOLLOW`) under a descriptor of the directory, mode 0644 set on the open
+/// file, fsynced, renamed over the old file, the directory fsynced. A link planted by whoever else
+/// may write the directory (the runner may run as root in container mode) is never written
+/// through, at the temporary name or the final one.
 pub fn write_atomic(dir: &Path, name: &str, content: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let tmp = dir.join(format!(".{name}.prom.tmp"));
-    let dst = dir.join(format!("{name}.prom"));
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        f.write_all(content.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &dst)
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY)
+        .open(dir)?;
+    node::atomic::replace(
+        d.as_fd(),
+        &format!("{name}.prom"),
+        content.as_bytes(),
+        0o644,
+    )
 }
 
 /// [`write_atomic`], and when it fails, remove the previous `<name>.prom`: left in place it
@@ -517,32 +509,33 @@ mod tests {
         let d = std::env::temp_dir().join(format!("ksc-textfile-stale-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        publish(&d, "check_a", "old\n").unwrap();
-        // The temporary name cannot be taken (a non-empty directory sits there: unlink fails,
-        // and O_EXCL would too).
-        std::fs::create_dir_all(d.join(".check_a.prom.tmp/x")).unwrap();
-        let e = publish(&d, "check_a", "new\n").unwrap_err();
+        // A name whose `.prom` fits in a directory entry (255 bytes) but whose temporary name
+        // does not: every write fails (ENAMETOOLONG), after an earlier one left metrics behind.
+        let name = "c".repeat(240);
+        let old = d.join(format!("{name}.prom"));
+        std::fs::write(&old, "old\n").unwrap();
+        let e = publish(&d, &name, "new\n").unwrap_err();
         assert!(
-            e.contains("check_a.prom") && e.contains("removed the previous one"),
+            e.contains(&format!("{name}.prom")) && e.contains("removed the previous one"),
             "{e}"
         );
-        assert!(
-            !d.join("check_a.prom").exists(),
-            "stale metrics left in place"
-        );
-        let e = publish(&d, "check_a", "new\n").unwrap_err();
+        assert!(!old.exists(), "stale metrics left in place");
+        let e = publish(&d, &name, "new\n").unwrap_err();
         assert!(e.contains("no previous one"), "{e}");
+        // Nothing else is left behind either.
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
-    fn a_link_planted_at_the_temp_name_is_not_written_through() {
+    fn a_link_planted_at_a_guessed_or_the_final_name_is_not_written_through() {
         let d = std::env::temp_dir().join(format!("ksc-textfile-link-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(d.join("out")).unwrap();
         let victim = d.join("victim");
         std::fs::write(&victim, "precious\n").unwrap();
         let out = d.join("out");
+        // The temporary name the writer used before it was random.
         std::os::unix::fs::symlink(&victim, out.join(".check_a.prom.tmp")).unwrap();
         write_atomic(&out, "check_a", "metrics\n").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
@@ -559,6 +552,13 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
+        // The collector's file is world-readable whatever the umask.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(out.join("check_a.prom"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

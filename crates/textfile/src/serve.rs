@@ -205,7 +205,10 @@ impl State {
 
     /// The `/metrics` page: every check's last answer, merged, and the runner's series.
     pub fn metrics(&self) -> String {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let texts: Vec<&str> = slots.iter().filter_map(|s| s.text.as_deref()).collect();
         let runs: Vec<(&str, Run)> = self
             .checks
@@ -220,13 +223,15 @@ impl State {
     fn healthy(&self) -> bool {
         self.tick
             .lock()
-            .map(|t| t.elapsed() < Duration::from_secs(30))
-            .unwrap_or(false)
+            .is_ok_and(|t| t.elapsed() < Duration::from_secs(30))
     }
 
     /// Mark the due checks busy and return them (the scheduler's round).
     fn due(&self, now: Instant) -> Vec<usize> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out = Vec::new();
         for (i, s) in slots.iter_mut().enumerate() {
             if s.next.is_some_and(|n| n > now) {
@@ -244,17 +249,17 @@ impl State {
     }
 
     fn done(&self, i: usize, text: String, run: Run) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         slots[i].text = Some(text);
         slots[i].run = Some(run);
         slots[i].busy = false;
     }
 
     fn all_idle(&self) -> bool {
-        self.slots
-            .lock()
-            .map(|s| s.iter().all(|s| !s.busy))
-            .unwrap_or(false)
+        self.slots.lock().is_ok_and(|s| s.iter().all(|s| !s.busy))
     }
 
     /// Run check `i` now (a worker's job).
@@ -265,8 +270,7 @@ impl State {
         let seconds = t0.elapsed().as_secs_f64();
         let ended_unix = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
+            .map_or(0.0, |d| d.as_secs_f64());
         self.done(
             i,
             text,
@@ -585,7 +589,7 @@ mod tests {
                 program: "/bin/sh".into(),
                 args: vec!["-c".into(), script.into(), "-t".into(), t.into()],
             },
-            interval: Duration::from_secs(60),
+            interval: Duration::from_mins(1),
             kill_after: Duration::from_secs(1),
         }
     }

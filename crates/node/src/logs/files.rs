@@ -73,7 +73,7 @@ fn find_rotated(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
     let base = path.file_name()?.to_string_lossy().into_owned();
     crate::privilege::as_caller(|| std::fs::read_dir(dir))
         .ok()?
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .find_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             if name == base || !name.starts_with(&base) {
@@ -165,7 +165,7 @@ pub fn read(
             match find_rotated(path, p.dev, p.ino) {
                 Some(old) => {
                     let mut of = crate::privilege::open(&old).map_err(err)?;
-                    let olen = of.metadata().map(|m| m.len()).unwrap_or(0);
+                    let olen = of.metadata().map_or(0, |m| m.len());
                     if olen >= p.offset {
                         of.seek(SeekFrom::Start(p.offset)).map_err(err)?;
                         let o = Scan {

@@ -58,13 +58,13 @@ impl<R: Read + AsFd> Read for Bounded<R> {
             if left.is_zero() {
                 return Err(std::io::ErrorKind::TimedOut.into());
             }
-            let ms = left.as_millis().clamp(1, 60_000) as u16;
+            let ms = u16::try_from(left.as_millis().clamp(1, 60_000)).unwrap_or(60_000);
             let mut fds = [PollFd::new(self.inner.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(0) => continue,
+                // Timed out (the deadline is looked at again) or interrupted: wait again.
+                Ok(0) | Err(nix::errno::Errno::EINTR) => {}
                 Ok(_) => return self.inner.read(buf),
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(std::io::Error::from_raw_os_error(e as i32)),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -106,8 +106,10 @@ fn stderr_reader(child: &mut Child) -> std::thread::JoinHandle<String> {
 fn finish(child: &mut Child, timed_out: bool) -> Option<i32> {
     if timed_out {
         // The child leads its own process group (spawn): kill the group, then reap the child.
-        // SAFETY: signalling the process group of our own, not yet reaped child.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        if let Ok(pgid) = i32::try_from(child.id()) {
+            let pgid = nix::unistd::Pid::from_raw(pgid);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = child.kill();
         let _ = child.wait();
         return None;
@@ -193,8 +195,7 @@ pub fn field_values(
     if code != Some(0) {
         return Err(format!(
             "journalctl -F {field} failed (exit {}): {}",
-            code.map(|c| c.to_string())
-                .unwrap_or_else(|| "signal".into()),
+            code.map_or_else(|| "signal".into(), |c| c.to_string()),
             stderr
         ));
     }
@@ -221,11 +222,11 @@ struct RawEntry {
 fn field_text(v: &serde_json::Value) -> Option<String> {
     match v {
         serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(a) if a.iter().all(|x| x.is_u64()) => {
+        serde_json::Value::Array(a) if a.iter().all(serde_json::Value::is_u64) => {
             let b: Vec<u8> = a
                 .iter()
-                .filter_map(|x| x.as_u64())
-                .map(|x| x as u8)
+                .filter_map(serde_json::Value::as_u64)
+                .map(|x| u8::try_from(x).unwrap_or(b'?'))
                 .collect();
             Some(String::from_utf8_lossy(&b).into_owned())
         }
@@ -292,7 +293,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             &opts,
             |line| {
                 if let Some(e) = parse_entry(line) {
-                    on_entry(e)
+                    on_entry(e);
                 }
             },
             |line| {
@@ -325,8 +326,7 @@ pub fn read(q: &Query, mut on_entry: impl FnMut(Entry)) -> Result<JournalRead, S
             }
             return Err(format!(
                 "journalctl failed (exit {}): {}",
-                code.map(|c| c.to_string())
-                    .unwrap_or_else(|| "signal".into()),
+                code.map_or_else(|| "signal".into(), |c| c.to_string()),
                 if stderr.is_empty() {
                     "no message"
                 } else {
@@ -397,12 +397,10 @@ mod tests {
             .parse()
             .unwrap();
         let gone = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    s.rsplit_once(')')
-                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true)
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
         };
         let until = Instant::now() + std::time::Duration::from_secs(10);
         while !gone(helper) {

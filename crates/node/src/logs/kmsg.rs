@@ -10,13 +10,9 @@
 //! `EPIPE` = records were overwritten while reading (the position moves on: keep reading).
 //! A regular file with the same text (`dmesg -r`-like dumps, tests) is read record by record too.
 
-#[cfg(test)]
 use std::io::Read;
-#[cfg(test)]
 use std::os::unix::fs::OpenOptionsExt;
-#[cfg(test)]
 use std::path::Path;
-#[cfg(test)]
 use std::time::Instant;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -103,7 +99,6 @@ pub const RECORD_MAX: usize = 16 * 1024;
 /// What a kernel log source is expected to hold, for the "not a kernel log" answer.
 pub const EXPECTED: &str = "/dev/kmsg records `prio,seq,usec,flags;text` (as `cat /dev/kmsg` prints them), not syslog or dmesg text";
 
-#[cfg(test)]
 fn not_kmsg(path: &Path, why: &str) -> KmsgError {
     KmsgError::Other(format!(
         "{} is not a kernel log: {why} (expected {EXPECTED})",
@@ -111,21 +106,34 @@ fn not_kmsg(path: &Path, why: &str) -> KmsgError {
     ))
 }
 
-/// Read every record of `path` (the kmsg device or a regular file) in order. A source that
-/// yields data but not one parsable record is an error naming the format, as is a record over
-/// [`RECORD_MAX`]; memory stays within one record whatever the input.
-///
-/// The plain reference reader, one owned record at a time: the checks read with
-/// [`super::kmsg_ref::read_ref`], which is tested to give the same records, order, errors and
-/// statistics as this on every shape a file can have. Test code only.
-#[cfg(test)]
-pub fn read(
+/// Why the next record of a file could not be had.
+pub(super) enum RecordError {
+    /// Longer than [`RECORD_MAX`].
+    TooLong,
+    Io(std::io::Error),
+}
+
+/// The records of a kmsg text dump (a regular file), one at a time: the in-place scanner of
+/// [`super::kmsg_ref`], and in tests the plain stream it is tested against.
+pub(super) trait RecordSource {
+    /// The next record (its lines joined by `\n`, without the last one), `None` at the end.
+    fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError>;
+}
+
+/// Read every record of `path` (the kmsg device or a regular file) in order: a file's records
+/// come from the `source` made of it, each `read()` of the device is one record. `record` parses
+/// one and hands it on, false when it is not a record. A source that yields data but not one
+/// parsable record is an error naming the format, as is a record over [`RECORD_MAX`]; memory
+/// stays within one record (one buffer of the source) whatever the input. The deadline is read
+/// every 256 records of a file, before every read of the device.
+pub(super) fn read_records<S: RecordSource>(
     path: &Path,
     deadline: Instant,
-    mut on_record: impl FnMut(Record),
+    source: impl FnOnce(std::fs::File) -> S,
+    mut record: impl FnMut(&[u8]) -> bool,
 ) -> Result<ReadStats, KmsgError> {
     let perm = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) => KmsgError::Permission(e),
+        Some(libc::EACCES | libc::EPERM) => KmsgError::Permission(e),
         _ => KmsgError::Other(format!(
             "cannot read {}: {}",
             path.display(),
@@ -148,20 +156,22 @@ pub fn read(
     // Pieces that were not records (a read, a record of a file).
     let mut unparsed = 0u64;
     if md.is_file() {
-        let mut rs = RecordStream::new(f);
+        let mut src = source(f);
+        let mut n = 0u64;
         loop {
-            if Instant::now() >= deadline {
+            if n.is_multiple_of(256) && Instant::now() >= deadline {
                 st.complete = false;
                 break;
             }
-            match rs.next_record() {
-                Ok(Some(rec)) => match parse_record(rec) {
-                    Some(r) => {
+            n += 1;
+            match src.next_record() {
+                Ok(Some(rec)) => {
+                    if record(rec) {
                         st.records += 1;
-                        on_record(r);
+                    } else {
+                        unparsed += 1;
                     }
-                    None => unparsed += 1,
-                },
+                }
                 Ok(None) => break,
                 Err(RecordError::TooLong) => {
                     return Err(not_kmsg(
@@ -202,9 +212,8 @@ pub fn read(
         match f.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if let Some(r) = parse_record(&buf[..n]) {
+                if record(&buf[..n]) {
                     st.records += 1;
-                    on_record(r);
                 } else {
                     unparsed += 1;
                 }
@@ -226,10 +235,19 @@ pub fn read(
     Ok(st)
 }
 
+/// [`read_records`] with the plain reference parts, one owned record at a time: the checks read
+/// with [`super::kmsg_ref::read_ref`], whose in-place scanner and borrowing parser are tested to
+/// give the same records, order, errors and statistics as [`RecordStream`] and [`parse_record`]
+/// on every shape a file can have. Test code only.
 #[cfg(test)]
-enum RecordError {
-    TooLong,
-    Io(std::io::Error),
+pub fn read(
+    path: &Path,
+    deadline: Instant,
+    mut on_record: impl FnMut(Record),
+) -> Result<ReadStats, KmsgError> {
+    read_records(path, deadline, RecordStream::new, |rec| {
+        parse_record(rec).map(&mut on_record).is_some()
+    })
 }
 
 /// The records of a kmsg text dump read as a stream: a line not starting with a space starts a
@@ -261,6 +279,21 @@ impl<R: Read> RecordStream<R> {
         }
     }
 
+    /// Replace the (consumed) buffer by the next read.
+    fn refill(&mut self) -> Result<(), RecordError> {
+        let n = loop {
+            match self.inner.read(&mut self.buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(RecordError::Io(e)),
+            }
+        };
+        self.pos = 0;
+        self.end = n;
+        self.eof = n == 0;
+        Ok(())
+    }
+
     /// The next line (without its newline) appended to `out`, false at end of input. A line
     /// longer than [`RECORD_MAX`] is an error.
     fn line(&mut self, out: &mut Vec<u8>) -> Result<bool, RecordError> {
@@ -286,40 +319,21 @@ impl<R: Read> RecordStream<R> {
             if self.eof {
                 return Ok(out.len() > start_len);
             }
-            let n = loop {
-                match self.inner.read(&mut self.buf) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(RecordError::Io(e)),
-                }
-            };
-            self.pos = 0;
-            self.end = n;
-            if n == 0 {
-                self.eof = true;
-            }
+            self.refill()?;
         }
     }
 
     /// Peek: does the unread input go on with a continuation line (starting with a space)?
     fn continues(&mut self) -> Result<bool, RecordError> {
         if self.pos >= self.end && !self.eof {
-            let n = loop {
-                match self.inner.read(&mut self.buf) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(RecordError::Io(e)),
-                }
-            };
-            self.pos = 0;
-            self.end = n;
-            if n == 0 {
-                self.eof = true;
-            }
+            self.refill()?;
         }
         Ok(self.pos < self.end && self.buf[self.pos] == b' ')
     }
+}
 
+#[cfg(test)]
+impl<R: Read> RecordSource for RecordStream<R> {
     fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
         let mut rec = std::mem::take(&mut self.rec);
         rec.clear();
@@ -351,9 +365,7 @@ pub fn split_records(all: &[u8]) -> Vec<&[u8]> {
     let mut start = 0;
     let mut i = 0;
     while i < all.len() {
-        let le = memchr::memchr(b'\n', &all[i..])
-            .map(|j| i + j)
-            .unwrap_or(all.len());
+        let le = memchr::memchr(b'\n', &all[i..]).map_or(all.len(), |j| i + j);
         if i > start && all[i] != b' ' {
             out.push(&all[start..i - 1]);
             start = i;
@@ -496,7 +508,7 @@ mod tests {
                         assert!(
                             e.contains("is not a kernel log") && e.contains(want),
                             "{name}: {e}"
-                        )
+                        );
                     }
                     other => panic!("{name}: {other:?}"),
                 }

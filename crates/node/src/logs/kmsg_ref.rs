@@ -6,12 +6,15 @@
 //! parsed at all; the deadline is read every 256 records. The checks that read millions of
 //! records (check_storage_kernel_errors) use this; the owned [`super::kmsg::Record`] stays for
 //! single records (`parse_record`: stdin, receive-logs), and the owned reader `kmsg::read` only
-//! as the reference this one is tested against.
+//! as the reference this one is tested against. Both share the loop around the records
+//! (`kmsg::read_records`: opening, the device's reads, the deadline, the "not a kernel log"
+//! answers); what differs, and is compared, is how a file is cut into records and parsed.
 
-use super::kmsg::{unescape, KmsgError, ReadStats, EXPECTED, RECORD_MAX};
+use super::kmsg::{
+    read_records, unescape, KmsgError, ReadStats, RecordError, RecordSource, RECORD_MAX,
+};
 use std::borrow::Cow;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -55,122 +58,16 @@ pub fn parse_ref(rec: &[u8]) -> Option<RecordRef<'_>> {
     })
 }
 
-fn not_kmsg(path: &Path, why: &str) -> KmsgError {
-    KmsgError::Other(format!(
-        "{} is not a kernel log: {why} (expected {EXPECTED})",
-        path.display()
-    ))
-}
-
-/// [`super::kmsg::read`], each record lent to `on_record`.
+/// [`super::kmsg::read`], each record lent to `on_record`: [`read_records`] with the in-place
+/// [`Scan`] and [`parse_ref`].
 pub fn read_ref(
     path: &Path,
     deadline: Instant,
     mut on_record: impl FnMut(&RecordRef<'_>),
 ) -> Result<ReadStats, KmsgError> {
-    let perm = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) => KmsgError::Permission(e),
-        _ => KmsgError::Other(format!(
-            "cannot read {}: {}",
-            path.display(),
-            plugin::errtext(&e)
-        )),
-    };
-    // As in kmsg::read: privilege is the caller's business (`privilege::elevated_if`).
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(perm)?;
-    let md = f.metadata().map_err(perm)?;
-    let mut st = ReadStats {
-        complete: true,
-        ..Default::default()
-    };
-    let mut unparsed = 0u64;
-    if md.is_file() {
-        let mut sc = Scan::new(f);
-        let mut n = 0u64;
-        loop {
-            if n.is_multiple_of(256) && Instant::now() >= deadline {
-                st.complete = false;
-                break;
-            }
-            n += 1;
-            match sc.next_record() {
-                Ok(Some(rec)) => match parse_ref(rec) {
-                    Some(r) => {
-                        st.records += 1;
-                        on_record(&r);
-                    }
-                    None => unparsed += 1,
-                },
-                Ok(None) => break,
-                Err(ScanError::TooLong) => {
-                    return Err(not_kmsg(
-                        path,
-                        &format!(
-                            "it holds a record longer than {} (the cap of one kernel log record)",
-                            plugin::fmt_bytes(RECORD_MAX as u64)
-                        ),
-                    ))
-                }
-                Err(ScanError::Io(e)) => return Err(perm(e)),
-            }
-            if st.records == 0 && unparsed >= 64 {
-                break;
-            }
-        }
-        if st.records == 0 && unparsed > 0 {
-            return Err(not_kmsg(
-                path,
-                &format!("not one of its first {unparsed} records could be parsed"),
-            ));
-        }
-        return Ok(st);
-    }
-    let mut buf = vec![0u8; RECORD_MAX];
-    loop {
-        if Instant::now() >= deadline {
-            st.complete = false;
-            return Ok(st);
-        }
-        if st.records == 0 && unparsed >= 4 {
-            return Err(not_kmsg(
-                path,
-                &format!("not one of its first {unparsed} reads was a record"),
-            ));
-        }
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if let Some(r) = parse_ref(&buf[..n]) {
-                    st.records += 1;
-                    on_record(&r);
-                } else {
-                    unparsed += 1;
-                }
-            }
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) => break,
-                Some(libc::EPIPE) => st.overwritten += 1,
-                Some(libc::EINTR) => {}
-                _ => return Err(perm(e)),
-            },
-        }
-    }
-    if st.records == 0 && unparsed > 0 {
-        return Err(not_kmsg(
-            path,
-            &format!("not one of its {unparsed} reads was a record"),
-        ));
-    }
-    Ok(st)
-}
-
-enum ScanError {
-    TooLong,
-    Io(std::io::Error),
+    read_records(path, deadline, Scan::new, |rec| {
+        parse_ref(rec).map(|r| on_record(&r)).is_some()
+    })
 }
 
 /// The records of a kmsg text dump, found in place: a line not starting with a space starts a
@@ -198,7 +95,7 @@ impl<R: Read> Scan<R> {
     }
 
     /// Move the unread part to the front and read more after it.
-    fn fill(&mut self) -> Result<(), ScanError> {
+    fn fill(&mut self) -> Result<(), RecordError> {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.end -= self.pos;
@@ -215,12 +112,14 @@ impl<R: Read> Scan<R> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ScanError::Io(e)),
+                Err(e) => return Err(RecordError::Io(e)),
             }
         }
     }
+}
 
-    fn next_record(&mut self) -> Result<Option<&[u8]>, ScanError> {
+impl<R: Read> RecordSource for Scan<R> {
+    fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
         // Skip empty lines between records.
         loop {
             while self.pos < self.end && self.buf[self.pos] == b'\n' {
@@ -241,7 +140,7 @@ impl<R: Read> Scan<R> {
                 Some(i) => {
                     let nl = scan + i;
                     if nl - start > RECORD_MAX {
-                        return Err(ScanError::TooLong);
+                        return Err(RecordError::TooLong);
                     }
                     if nl + 1 < self.end {
                         if self.buf[nl + 1] == b' ' {
@@ -261,7 +160,7 @@ impl<R: Read> Scan<R> {
                 }
                 None => {
                     if self.end - start > RECORD_MAX {
-                        return Err(ScanError::TooLong);
+                        return Err(RecordError::TooLong);
                     }
                     if self.eof {
                         self.pos = self.end;
@@ -282,14 +181,14 @@ mod tests {
 
     /// The owned reader's view of a file: every record and the outcome.
     fn both(p: &Path) -> (String, String) {
-        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let far = Instant::now() + std::time::Duration::from_mins(1);
         let mut a = Vec::new();
         let ra = kmsg::read(p, far, |r| {
-            a.push((r.facility, r.level, r.seq, r.usec, r.text))
+            a.push((r.facility, r.level, r.seq, r.usec, r.text));
         });
         let mut b = Vec::new();
         let rb = read_ref(p, far, |r| {
-            b.push((r.facility, r.level, r.seq, r.usec, r.text.to_string()))
+            b.push((r.facility, r.level, r.seq, r.usec, r.text.to_string()));
         });
         let show = |r: Result<ReadStats, KmsgError>| match r {
             Ok(s) => format!("{s:?}"),

@@ -169,7 +169,7 @@ pub fn scan_follow<R: Read>(
             want_next = scan_region(region, &finders, &mut stats, &mut on_hit);
             // The last complete line of the region.
             let body = &region[..region.len() - 1];
-            let ls = memchr::memrchr(b'\n', body).map(|i| i + 1).unwrap_or(0);
+            let ls = memchr::memrchr(b'\n', body).map_or(0, |i| i + 1);
             on_last(&body[ls..]);
             stats.bytes_consumed += (region_end - start) as u64;
         }
@@ -231,19 +231,13 @@ fn scan_region(
         }
         .map(|i| from + i);
         let Some(pos) = pos else { return false };
-        let ls = memchr::memrchr(b'\n', &region[..pos])
-            .map(|j| j + 1)
-            .unwrap_or(0);
-        let mut le = memchr::memchr(b'\n', &region[pos..])
-            .map(|j| pos + j)
-            .unwrap_or(region.len());
+        let ls = memchr::memrchr(b'\n', &region[..pos]).map_or(0, |j| j + 1);
+        let mut le = memchr::memchr(b'\n', &region[pos..]).map_or(region.len(), |j| pos + j);
         stats.hits += 1;
         let mut want_next = on_hit(&region[ls..le]);
         from = le + 1;
         while want_next && from < region.len() {
-            le = memchr::memchr(b'\n', &region[from..])
-                .map(|j| from + j)
-                .unwrap_or(region.len());
+            le = memchr::memchr(b'\n', &region[from..]).map_or(region.len(), |j| from + j);
             let line = &region[from..le];
             if finders.iter().any(|f| f.find(line).is_some()) {
                 stats.hits += 1;

@@ -1,6 +1,6 @@
-//! Small JSON state files: one per check and source, written atomically (temp file in the same
-//! directory, fsync, rename, fsync of the directory), so a check killed mid-write leaves the old
-//! state, never half a file.
+//! Small JSON state files: one per check and source, written atomically by
+//! [`crate::atomic::replace`] (temp file in the same directory, fsync, rename, fsync of the
+//! directory), so a check killed mid-write leaves the old state, never half a file.
 //!
 //! Writes cannot be redirected (a check may run as root in a directory another user can write):
 //! - the directory is opened `O_DIRECTORY|O_NOFOLLOW` and every later step is relative to that
@@ -14,9 +14,12 @@
 //! - reads open the state file `O_NOFOLLOW` (a symlink is ignored with a note) and read at most
 //!   [`MAX_STATE_BYTES`].
 
-use std::ffi::CString;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use nix::fcntl::{renameat, AtFlags, OFlag, AT_FDCWD};
+use nix::sys::stat::{fstatat, mkdirat, FileStat, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+use std::ffi::{CStr, CString};
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -58,7 +61,7 @@ pub fn clock_note(state: &Path, ahead_ms: i64, dropped: usize, source: &str) -> 
     format!(
         "the clock was set back: state file {} is {} ahead of now ({dropped} kept entr{} dated after now dropped); {source} is read again from its start so that what it still holds counts",
         state.display(),
-        plugin::fmt_duration(std::time::Duration::from_millis(ahead_ms.max(0) as u64)),
+        plugin::fmt_duration(std::time::Duration::from_millis(u64::try_from(ahead_ms).unwrap_or(0))),
         if dropped == 1 { "y" } else { "ies" }
     )
 }
@@ -82,15 +85,6 @@ pub fn path(dir: &Path, check: &str, source: &str) -> PathBuf {
         id
     };
     dir.join(format!("{check}.{id}.json"))
-}
-
-#[cfg(test)]
-fn cstr(p: &Path) -> Result<CString, String> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL byte", p.display()))
-}
-
-fn last_err() -> std::io::Error {
-    std::io::Error::last_os_error()
 }
 
 /// Why a state directory cannot be used.
@@ -148,27 +142,22 @@ fn unsafe_component_reason(uid: u32, euid: u32) -> Option<String> {
 
 /// The effective user.
 fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
-fn fstat(fd: libc::c_int) -> std::io::Result<libc::stat> {
-    // SAFETY: fstat into a zeroed struct we own.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(last_err());
-    }
-    Ok(st)
+fn fstat(fd: impl AsFd) -> std::io::Result<FileStat> {
+    Ok(nix::sys::stat::fstat(fd)?)
 }
 
-fn openat(dir: libc::c_int, name: &CString, flags: libc::c_int) -> std::io::Result<OwnedFd> {
-    // SAFETY: openat on a descriptor we hold with a NUL-terminated name; the result is owned.
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(last_err());
-    }
-    // SAFETY: a fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// `openat(2)` of `name` under `dir`, always `O_CLOEXEC`; `mode` for a file `O_CREAT` makes.
+fn openat(dir: impl AsFd, name: &CStr, flags: OFlag, mode: u32) -> std::io::Result<OwnedFd> {
+    let mode = Mode::from_bits_truncate(mode);
+    Ok(nix::fcntl::openat(
+        dir,
+        name,
+        flags | OFlag::O_CLOEXEC,
+        mode,
+    )?)
 }
 
 /// The most symbolic links followed on the way to a state directory.
@@ -185,8 +174,8 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
     let shown = dir.display();
     let open_err = |e: std::io::Error| DirError::Open(format!("{shown}: {}", plugin::errtext(&e)));
     let start = |abs: bool| -> Result<OwnedFd, DirError> {
-        let c = CString::new(if abs { "/" } else { "." }).expect("no NUL");
-        openat(libc::AT_FDCWD, &c, libc::O_PATH | libc::O_DIRECTORY).map_err(open_err)
+        let c = if abs { c"/" } else { c"." };
+        openat(AT_FDCWD, c, OFlag::O_PATH | OFlag::O_DIRECTORY, 0).map_err(open_err)
     };
     // Components still to go, last first.
     let mut todo: Vec<std::ffi::OsString> = Vec::new();
@@ -216,41 +205,31 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
         let c = CString::new(name.as_bytes())
             .map_err(|_| DirError::Open(format!("{shown} holds a NUL byte")))?;
         let here = walked.join(&name);
-        let flags =
-            libc::O_DIRECTORY | libc::O_NOFOLLOW | if last { libc::O_RDONLY } else { libc::O_PATH };
-        let next = match openat(cur.as_raw_fd(), &c, flags) {
+        let flags = OFlag::O_DIRECTORY
+            | OFlag::O_NOFOLLOW
+            | if last { OFlag::O_RDONLY } else { OFlag::O_PATH };
+        let next = match openat(&cur, &c, flags, 0) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => {
-                // SAFETY: mkdirat in a directory we hold, NUL-terminated name.
-                let mode = if last { 0o750 } else { 0o755 };
-                if unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), mode) } != 0 {
-                    let e = last_err();
-                    if e.raw_os_error() != Some(libc::EEXIST) {
+                let mode = Mode::from_bits_truncate(if last { 0o750 } else { 0o755 });
+                match mkdirat(&cur, c.as_c_str(), mode) {
+                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                    Err(e) => {
                         return Err(DirError::Open(format!(
                             "cannot create its directory {}: {}",
                             here.display(),
-                            plugin::errtext(&e)
+                            plugin::errtext(&std::io::Error::from(e))
                         )));
                     }
                 }
-                openat(cur.as_raw_fd(), &c, flags).map_err(open_err)?
+                openat(&cur, &c, flags, 0).map_err(open_err)?
             }
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
-                // A symbolic link (or not a directory at all).
-                // SAFETY: fstatat of a name in a directory we hold, without following it.
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                let is_link = unsafe {
-                    libc::fstatat(
-                        cur.as_raw_fd(),
-                        c.as_ptr(),
-                        &mut st,
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                } == 0
-                    && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
-                if !is_link {
-                    return Err(open_err(e));
-                }
+                // A symbolic link (or not a directory at all): looked at without following it.
+                let st = match fstatat(&cur, c.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => st,
+                    _ => return Err(open_err(e)),
+                };
                 if last {
                     return Err(DirError::Open(format!(
                         "{shown}: it is a symbolic link (not followed)"
@@ -266,21 +245,9 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
                 if links > MAX_LINKS {
                     return Err(open_err(std::io::Error::from_raw_os_error(libc::ELOOP)));
                 }
-                let mut buf = vec![0u8; libc::PATH_MAX as usize];
-                // SAFETY: readlinkat into a buffer of its length.
-                let n = unsafe {
-                    libc::readlinkat(
-                        cur.as_raw_fd(),
-                        c.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        buf.len(),
-                    )
-                };
-                if n < 0 {
-                    return Err(open_err(last_err()));
-                }
-                buf.truncate(n as usize);
-                let target = PathBuf::from(std::ffi::OsStr::from_bytes(&buf));
+                let target = nix::fcntl::readlinkat(&cur, c.as_c_str())
+                    .map(PathBuf::from)
+                    .map_err(|e| open_err(e.into()))?;
                 if push_path(&mut todo, &target) {
                     cur = start(true)?;
                     walked = PathBuf::from("/");
@@ -289,7 +256,7 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
             }
             Err(e) => return Err(open_err(e)),
         };
-        let st = fstat(next.as_raw_fd()).map_err(open_err)?;
+        let st = fstat(&next).map_err(open_err)?;
         // The state directory's own parent may be another user's (the role's sudo mode keeps
         // root's state in `<agent's state dir>/root`): the directory itself is opened without
         // following a link and must be root's or ours, so that user can only delete it. What lies
@@ -308,8 +275,8 @@ fn walk(dir: &Path, create: bool) -> Result<OwnedFd, DirError> {
     }
     if walked.as_os_str().is_empty() || walked == Path::new("/") {
         // `.` or `/` itself: reopen readable.
-        let c = CString::new(".").expect("no NUL");
-        cur = openat(cur.as_raw_fd(), &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(open_err)?;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+        cur = openat(&cur, c".", flags, 0).map_err(open_err)?;
     }
     Ok(cur)
 }
@@ -320,7 +287,7 @@ impl StateDir {
     /// another user (see [`walk`]).
     pub fn open(dir: &Path, create: bool) -> Result<StateDir, DirError> {
         let fd = walk(dir, create)?;
-        let st = fstat(fd.as_raw_fd())
+        let st = fstat(&fd)
             .map_err(|e| DirError::Open(format!("{}: {}", dir.display(), plugin::errtext(&e))))?;
         if let Some(why) = unsafe_dir_reason(st.st_uid, st.st_mode, euid()) {
             return Err(DirError::Refused(format!(
@@ -339,31 +306,25 @@ impl StateDir {
     pub fn read(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
         let shown = self.path.join(name);
         let c = CString::new(name).map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                self.fd.as_raw_fd(),
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
-            )
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
+        let fd = match openat(&self.fd, &c, flags, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::ENOENT) => Ok(None),
+                    Some(libc::ELOOP) => Err(format!(
+                        "state file {} is a symbolic link: ignored (not followed)",
+                        shown.display()
+                    )),
+                    _ => Err(format!(
+                        "cannot read state file {}: {}",
+                        shown.display(),
+                        plugin::errtext(&e)
+                    )),
+                }
+            }
         };
-        if fd < 0 {
-            let e = last_err();
-            return match e.raw_os_error() {
-                Some(libc::ENOENT) => Ok(None),
-                Some(libc::ELOOP) => Err(format!(
-                    "state file {} is a symbolic link: ignored (not followed)",
-                    shown.display()
-                )),
-                _ => Err(format!(
-                    "cannot read state file {}: {}",
-                    shown.display(),
-                    plugin::errtext(&e)
-                )),
-            };
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let f = std::fs::File::from(fd);
         let md = f.metadata().map_err(|e| {
             format!(
                 "cannot read state file {}: {}",
@@ -431,27 +392,21 @@ impl StateDir {
     pub fn open_append(&self, name: &str, excl: bool) -> Result<(std::fs::File, u64), String> {
         let shown = self.path.join(name);
         let c = CString::new(name).map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-        let flags = libc::O_WRONLY
-            | libc::O_APPEND
-            | libc::O_CREAT
-            | libc::O_NOFOLLOW
-            | libc::O_CLOEXEC
-            | libc::O_NONBLOCK
-            | if excl { libc::O_EXCL } else { 0 };
-        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o640) };
-        if fd < 0 {
-            let e = last_err();
-            return Err(if e.raw_os_error() == Some(libc::ELOOP) {
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_APPEND
+            | OFlag::O_CREAT
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | if excl { OFlag::O_EXCL } else { OFlag::empty() };
+        let file = std::fs::File::from(openat(&self.fd, &c, flags, 0o640).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
                 format!("{} is a symbolic link: not written", shown.display())
             } else {
                 format!("{}: {}", shown.display(), plugin::errtext(&e))
-            });
-        }
-        // SAFETY: a fresh descriptor we own.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let st = fstat(file.as_raw_fd())
-            .map_err(|e| format!("{}: {}", shown.display(), plugin::errtext(&e)))?;
+            }
+        })?);
+        let st =
+            fstat(&file).map_err(|e| format!("{}: {}", shown.display(), plugin::errtext(&e)))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(format!(
                 "{} is not a regular file: not written",
@@ -472,7 +427,7 @@ impl StateDir {
                 st.st_uid
             ));
         }
-        Ok((file, st.st_size as u64))
+        Ok((file, u64::try_from(st.st_size).unwrap_or(0)))
     }
 
     /// Rename `from` to `to` within this directory (replacing `to`); a missing `from` is no
@@ -481,19 +436,14 @@ impl StateDir {
         let (Ok(f), Ok(t)) = (CString::new(from), CString::new(to)) else {
             return Err(format!("{from} or {to} holds a NUL byte"));
         };
-        let d = self.fd.as_raw_fd();
-        // SAFETY: renameat within our directory descriptor, NUL-terminated names.
-        if unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) } != 0 {
-            let e = last_err();
-            if e.raw_os_error() != Some(libc::ENOENT) {
-                return Err(format!(
-                    "cannot rename {} to {to}: {}",
-                    self.path.join(from).display(),
-                    plugin::errtext(&e)
-                ));
-            }
+        match renameat(&self.fd, f.as_c_str(), &self.fd, t.as_c_str()) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
+            Err(e) => Err(format!(
+                "cannot rename {} to {to}: {}",
+                self.path.join(from).display(),
+                plugin::errtext(&std::io::Error::from(e))
+            )),
         }
-        Ok(())
     }
 
     /// The last `max` bytes of the regular file `name` (never through a link); `None` when
@@ -501,19 +451,14 @@ impl StateDir {
     pub fn read_tail(&self, name: &str, max: u64) -> Option<Vec<u8>> {
         use std::io::Seek;
         let c = CString::new(name).ok()?;
-        let fd = openat(
-            self.fd.as_raw_fd(),
-            &c,
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-        )
-        .ok()?;
-        let mut f = std::fs::File::from(fd);
-        let st = fstat(f.as_raw_fd()).ok()?;
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
+        let mut f = std::fs::File::from(openat(&self.fd, &c, flags, 0).ok()?);
+        let st = fstat(&f).ok()?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return None;
         }
         f.seek(std::io::SeekFrom::Start(
-            (st.st_size as u64).saturating_sub(max),
+            u64::try_from(st.st_size).unwrap_or(0).saturating_sub(max),
         ))
         .ok()?;
         let mut b = Vec::new();
@@ -523,14 +468,11 @@ impl StateDir {
 
     /// Remove the file `name` from this directory (a link itself, never what it points at).
     pub fn remove(&self, name: &str) {
-        if let Ok(c) = CString::new(name) {
-            // SAFETY: unlinkat of a name in our directory descriptor.
-            unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
-        }
+        let _ = unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir);
     }
 
-    /// Replace the file `name` in this directory by `body`, atomically and without following
-    /// any link.
+    /// Replace the file `name` in this directory by `body` (mode 0600), atomically and without
+    /// following any link ([`crate::atomic::replace`]).
     pub fn write(&self, name: &str, body: &[u8]) -> Result<(), String> {
         let shown = self.path.join(name);
         let fail = |e: std::io::Error| {
@@ -540,75 +482,11 @@ impl StateDir {
                 plugin::errtext(&e)
             )
         };
-        let dst =
-            CString::new(name).map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-        let dfd = self.fd.as_raw_fd();
-        let mut tries = 0;
-        let (tmp, fd) = loop {
-            let tmp = CString::new(format!(
-                ".{name}.tmp.{}.{:016x}",
-                std::process::id(),
-                random()
-            ))
-            .map_err(|_| format!("{} holds a NUL byte", shown.display()))?;
-            // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-            let fd = unsafe {
-                libc::openat(
-                    dfd,
-                    tmp.as_ptr(),
-                    libc::O_WRONLY
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC,
-                    0o600 as libc::c_uint,
-                )
-            };
-            if fd >= 0 {
-                break (tmp, fd);
-            }
-            let e = last_err();
-            tries += 1;
-            if e.raw_os_error() != Some(libc::EEXIST) || tries >= 16 {
-                return Err(fail(e));
-            }
-        };
-        // SAFETY: fd is a fresh descriptor we own.
-        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let res = (|| -> std::io::Result<()> {
-            f.write_all(body)?;
-            f.sync_all()?;
-            // SAFETY: renameat within our directory descriptor, NUL-terminated names.
-            if unsafe { libc::renameat(dfd, tmp.as_ptr(), dfd, dst.as_ptr()) } != 0 {
-                return Err(last_err());
-            }
-            // SAFETY: fsync of our directory descriptor.
-            unsafe { libc::fsync(dfd) };
-            Ok(())
-        })();
-        if let Err(e) = res {
-            // SAFETY: unlinkat of the temp name we created, in our directory.
-            unsafe { libc::unlinkat(dfd, tmp.as_ptr(), 0) };
-            return Err(fail(e));
+        if name.contains('\0') {
+            return Err(format!("{} holds a NUL byte", shown.display()));
         }
-        Ok(())
+        crate::atomic::replace(self.fd.as_fd(), name, body, 0o600).map_err(fail)
     }
-}
-
-/// 64 random bits for a temp name (not predictable from the pid or the time).
-fn random() -> u64 {
-    let mut v = [0u8; 8];
-    // SAFETY: getrandom into a local buffer of its length.
-    let n = unsafe { libc::getrandom(v.as_mut_ptr().cast(), v.len(), 0) };
-    if n != 8 {
-        // No entropy source: the time still differs between tries; O_EXCL keeps it safe.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        return t ^ (std::process::id() as u64).rotate_left(32);
-    }
-    u64::from_ne_bytes(v)
 }
 
 fn split(path: &Path) -> Result<(&Path, &str), String> {
@@ -747,16 +625,14 @@ mod tests {
             return;
         }
         let chown = |p: &Path, follow: bool| {
-            let c = cstr(p).unwrap();
-            // SAFETY: (l)chown of a NUL-terminated path.
-            let r = unsafe {
-                if follow {
-                    libc::chown(c.as_ptr(), 65534, 65534)
-                } else {
-                    libc::lchown(c.as_ptr(), 65534, 65534)
-                }
+            use nix::unistd::{fchownat, Gid, Uid};
+            let flags = if follow {
+                AtFlags::empty()
+            } else {
+                AtFlags::AT_SYMLINK_NOFOLLOW
             };
-            assert_eq!(r, 0);
+            let (u, g) = (Some(Uid::from_raw(65534)), Some(Gid::from_raw(65534)));
+            fchownat(AT_FDCWD, p, u, g, flags).unwrap();
         };
         let base = std::env::temp_dir().join(format!("state-foreign-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);

@@ -42,7 +42,7 @@ impl Tz for SystemTz {
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
         // SAFETY: localtime_r reads one time_t (64-bit here, as `t`) and writes into the tm we
         // own; both pointers are valid.
-        let r = unsafe { libc::localtime_r((&raw const t).cast(), &mut tm) };
+        let r = unsafe { libc::localtime_r((&raw const t).cast(), &raw mut tm) };
         if r.is_null() {
             0
         } else {
@@ -64,11 +64,11 @@ pub struct YearlessLocal {
 
 fn local_to_utc_ms(y: i64, t: &YearlessLocal, tz: &dyn Tz) -> i64 {
     let local_secs =
-        days_from_civil(y, t.month, t.day) * 86400 + (t.hour * 3600 + t.min * 60 + t.sec) as i64;
+        days_from_civil(y, t.month, t.day) * 86400 + i64::from(t.hour * 3600 + t.min * 60 + t.sec);
     // Two passes settle the offset across DST changes.
     let off1 = tz.offset_at(local_secs);
     let off2 = tz.offset_at(local_secs - off1);
-    (local_secs - off2) * 1000 + (t.micros / 1000) as i64
+    (local_secs - off2) * 1000 + i64::from(t.micros / 1000)
 }
 
 /// Place a yearless local time in the year that makes sense at `now_ms`: the current local year,
@@ -182,10 +182,10 @@ pub fn parse_go_time(s: &str) -> Option<i64> {
     if rest.len() < 6 || rest[0] != b' ' || !matches!(rest[1], b'+' | b'-') {
         return None;
     }
-    let h = digits(&rest[2..], 2)? as i64;
-    let m = digits(&rest[4..], 2)? as i64;
+    let h = i64::from(digits(&rest[2..], 2)?);
+    let m = i64::from(digits(&rest[4..], 2)?);
     let off = (h * 3600 + m * 60) * if rest[1] == b'-' { -1 } else { 1 };
-    Some((secs - off) * 1000 + (micros / 1000) as i64)
+    Some((secs - off) * 1000 + i64::from(micros / 1000))
 }
 
 /// Go's `time.Duration.String()`: `2m2s`, `500ms`, `1h0m0s`, `1.5s`, `750µs` → milliseconds.
@@ -231,7 +231,7 @@ mod tests {
     use super::*;
 
     fn utc(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
-        (days_from_civil(y, mo, d) * 86400 + (h * 3600 + mi * 60 + s) as i64) * 1000
+        (days_from_civil(y, mo, d) * 86400 + i64::from(h * 3600 + mi * 60 + s)) * 1000
     }
 
     #[test]

@@ -73,7 +73,11 @@ pub fn unwrap(line: &[u8]) -> Option<Unwrapped<'_>> {
                 .as_deref()
                 .and_then(|t| parse_rfc3339(t.as_bytes()))
                 .map(|(ms, _)| ms),
-            stream: Cow::Owned(j.stream.map(|s| s.into_owned()).unwrap_or_default()),
+            stream: Cow::Owned(
+                j.stream
+                    .map(std::borrow::Cow::into_owned)
+                    .unwrap_or_default(),
+            ),
             partial,
         });
     }
@@ -85,7 +89,7 @@ pub fn unwrap(line: &[u8]) -> Option<Unwrapped<'_>> {
     if stream != b"stdout" && stream != b"stderr" {
         return None;
     }
-    let rest = sp.map(|i| &rest[i + 1..]).unwrap_or(b"");
+    let rest = sp.map_or(&b""[..], |i| &rest[i + 1..]);
     let (partial, text) = {
         let sp = memchr::memchr(b' ', rest).unwrap_or(rest.len());
         let first_tag = rest[..sp].split(|&c| c == b':').next().unwrap_or(b"");

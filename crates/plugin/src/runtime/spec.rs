@@ -44,7 +44,7 @@ pub(super) fn print_spec<C: Check>(args: &[std::ffi::OsString]) -> String {
             .get_value_names()
             .unwrap_or_default()
             .iter()
-            .map(|v| v.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         let kind = if !takes_value {
             match a.get_action() {

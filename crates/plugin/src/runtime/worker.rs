@@ -3,68 +3,76 @@
 
 use super::*;
 use crate::parent::die_with_parent;
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{ForkResult, Pid};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 // Messages from the worker: one type byte, a u32 LE length, the payload.
 pub(super) const MSG_STAGE: u8 = b'S';
 const MSG_RESULT: u8 = b'R';
 const MSG_PANIC: u8 = b'P';
 
-/// The worker's end of the pipe, for the panic hook (-1 in the parent).
-static WORKER_FD: AtomicI32 = AtomicI32::new(-1);
+/// The worker's end of the pipe, for the panic hook (unset in the parent).
+static WORKER_FD: OnceLock<OwnedFd> = OnceLock::new();
 
-pub(super) fn send(fd: i32, kind: u8, payload: &[u8]) {
+pub(super) fn send(fd: BorrowedFd<'_>, kind: u8, payload: &[u8]) {
+    // The length field is 32 bits: a (never seen) larger payload is cut, not misframed.
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let payload = &payload[..len as usize];
     let mut msg = Vec::with_capacity(payload.len() + 5);
     msg.push(kind);
-    msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    msg.extend_from_slice(&len.to_le_bytes());
     msg.extend_from_slice(payload);
     let mut off = 0;
     while off < msg.len() {
-        // SAFETY: writing our own buffer to our own pipe fd.
-        let n = unsafe { libc::write(fd, msg[off..].as_ptr().cast(), msg.len() - off) };
-        if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
+        match nix::unistd::write(fd, &msg[off..]) {
+            Ok(0) => return,
+            Ok(n) => off += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => return,
         }
-        off += n as usize;
     }
 }
 
 pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
     let common = opts.common().clone();
     let start = Instant::now();
-    let mut fds = [0i32; 2];
-    // SAFETY: fds is a 2-element array as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        out(&format!(
-            "{} UNKNOWN - cannot start: pipe: {}\n",
-            C::NAME,
-            std::io::Error::last_os_error()
-        ));
-        return Status::Unknown.code();
-    }
-    let (rd, wr) = (fds[0], fds[1]);
-    // SAFETY: a plain id getter.
-    let parent = unsafe { libc::getpid() };
+    let (rd, wr) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => {
+            out(&format!(
+                "{} UNKNOWN - cannot start: pipe: {}\n",
+                C::NAME,
+                std::io::Error::from(e)
+            ));
+            return Status::Unknown.code();
+        }
+    };
+    let parent = nix::unistd::getpid();
     // SAFETY: this process is single-threaded here (nothing has spawned a thread yet), so the
     // child may do anything a fresh process may.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        out(&format!(
-            "{} UNKNOWN - cannot start: fork: {}\n",
-            C::NAME,
-            std::io::Error::last_os_error()
-        ));
-        return Status::Unknown.code();
-    }
-    if pid == 0 {
-        crate::parent::set(parent);
-        die_with_parent();
-        worker::<C>(opts, &common, rd, wr);
-    }
-    // SAFETY: the parent keeps the read end only.
-    unsafe { libc::close(wr) };
+    let pid = match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Parent { child }) => child,
+        Ok(ForkResult::Child) => {
+            crate::parent::set(parent.as_raw());
+            die_with_parent();
+            worker::<C>(opts, &common, rd, wr);
+        }
+        Err(e) => {
+            out(&format!(
+                "{} UNKNOWN - cannot start: fork: {}\n",
+                C::NAME,
+                std::io::Error::from(e)
+            ));
+            return Status::Unknown.code();
+        }
+    };
+    // The parent keeps the read end only.
+    drop(wr);
     let deadline = start + common.timeout.duration;
     let mut buf: Vec<u8> = Vec::new();
     let mut stage = String::from("starting");
@@ -97,51 +105,42 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
         if left.is_zero() {
             break Err(stage.clone());
         }
-        let mut pfd = libc::pollfd {
-            fd: rd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n <= 0 {
+        let mut pfd = [PollFd::new(rd.as_fd(), PollFlags::POLLIN)];
+        let ms = PollTimeout::try_from(left.as_millis().clamp(1, i32::MAX as u128))
+            .unwrap_or(PollTimeout::MAX);
+        if !matches!(poll(&mut pfd, ms), Ok(n) if n > 0) {
             continue; // timeout (checked above) or EINTR
         }
-        // SAFETY: reading into a local buffer from our own fd.
-        let r = unsafe { libc::read(rd, chunk.as_mut_ptr().cast(), chunk.len()) };
-        if r > 0 {
-            buf.extend_from_slice(&chunk[..r as usize]);
-        } else if r == 0 {
-            // The worker ended without an answer.
-            let mut status = 0;
-            // SAFETY: reaping our own child.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            let how = if libc::WIFSIGNALED(status) {
-                let sig = libc::WTERMSIG(status);
-                match nix::sys::signal::Signal::try_from(sig) {
-                    // A mapped input file (--pods-json) truncated by another process.
-                    Ok(nix::sys::signal::Signal::SIGBUS) => {
-                        "killed by SIGBUS: an input file was truncated while it was read?"
-                            .to_string()
-                    }
-                    Ok(s) => format!("killed by {}", s.as_str()),
-                    Err(_) => format!("killed by signal {sig}"),
-                }
-            } else {
-                format!("exit status {}", libc::WEXITSTATUS(status))
-            };
-            let report = Report::unknown(format!(
-                "internal error: the check process ended without an answer ({how})"
-            ));
-            break Ok((
-                Status::Unknown.code(),
-                finish::<C>(&report, &common, &[], start.elapsed()),
-            ));
+        match nix::unistd::read(&rd, &mut chunk) {
+            Ok(0) => {}
+            Ok(r) => {
+                buf.extend_from_slice(&chunk[..r]);
+                continue;
+            }
+            Err(_) => continue,
         }
+        // The worker ended without an answer.
+        let how = match waitpid(pid, None) {
+            // A mapped input file (--pods-json) truncated by another process.
+            Ok(WaitStatus::Signaled(_, Signal::SIGBUS, _)) => {
+                "killed by SIGBUS: an input file was truncated while it was read?".to_string()
+            }
+            Ok(WaitStatus::Signaled(_, s, _)) => format!("killed by {}", s.as_str()),
+            Ok(WaitStatus::Exited(_, code)) => format!("exit status {code}"),
+            Ok(other) => format!("{other:?}"),
+            // nix decodes every signal it names; what it cannot name is a real-time one.
+            Err(Errno::EINVAL) => "killed by a real-time signal".to_string(),
+            Err(e) => format!("status unknown: {}", std::io::Error::from(e)),
+        };
+        let report = Report::unknown(format!(
+            "internal error: the check process ended without an answer ({how})"
+        ));
+        break Ok((
+            Status::Unknown.code(),
+            finish::<C>(&report, &common, &[], start.elapsed()),
+        ));
     };
-    // SAFETY: closing our own fd.
-    unsafe { libc::close(rd) };
+    drop(rd);
     match answer {
         Ok((code, text)) => {
             reap(pid);
@@ -149,8 +148,7 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
             code
         }
         Err(stage) => {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = kill(pid, Signal::SIGKILL);
             reap(pid);
             let report = timeout_report(&common, &stage);
             out(&finish::<C>(&report, &common, &[], start.elapsed()));
@@ -161,56 +159,54 @@ pub(super) fn run_forked<C: Check>(opts: C, out: impl Fn(&str)) -> i32 {
 
 /// Wait a short, bounded while for the worker to go; one stuck in an uninterruptible wait is
 /// left to init (it holds nothing the caller waits on).
-fn reap(pid: i32) {
-    const GRACE_MS: i32 = 500;
+fn reap(pid: Pid) {
+    const GRACE_MS: u16 = 500;
+    // nix has no pidfd_open (Linux 5.3).
     // SAFETY: pidfd_open on our own child; a pidfd becomes readable when the process exits.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if pidfd >= 0 {
-        let mut pfd = libc::pollfd {
-            fd: pidfd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd; then reap and close our own descriptors.
-        unsafe {
-            libc::poll(&mut pfd, 1, GRACE_MS);
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, libc::WNOHANG);
-            libc::close(pidfd);
-        }
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if let Ok(pidfd @ 0..) = i32::try_from(pidfd) {
+        // SAFETY: a fresh descriptor nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        let _ = poll(
+            &mut [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)],
+            PollTimeout::from(GRACE_MS),
+        );
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
         return;
     }
     // Kernels before 5.3: poll the child's state.
-    let until = Instant::now() + Duration::from_millis(GRACE_MS as u64);
+    let until = Instant::now() + Duration::from_millis(u64::from(GRACE_MS));
     loop {
-        let mut status = 0;
-        // SAFETY: non-blocking reap of our own child.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if rc != 0 || Instant::now() >= until {
+        let gone = !matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        );
+        if gone || Instant::now() >= until {
             return;
         }
-        // SAFETY: a plain timed wait.
-        unsafe { libc::poll(std::ptr::null_mut(), 0, 1) };
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
-    // SAFETY: plain fd operations on descriptors this process owns.
-    unsafe {
-        libc::close(rd);
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            if !opts.reads_stdin() {
-                libc::dup2(null, 0);
-            }
-            libc::dup2(null, 1);
-            libc::dup2(null, 2);
-            if null > 2 {
-                libc::close(null);
-            }
+fn worker<C: Check>(opts: C, common: &CommonArgs, rd: OwnedFd, wr: OwnedFd) -> ! {
+    use nix::unistd::{dup2_stderr, dup2_stdin, dup2_stdout};
+    drop(rd);
+    if let Ok(null) = nix::fcntl::open(
+        c"/dev/null",
+        nix::fcntl::OFlag::O_RDWR,
+        nix::sys::stat::Mode::empty(),
+    ) {
+        if !opts.reads_stdin() {
+            let _ = dup2_stdin(&null);
+        }
+        let _ = dup2_stdout(&null);
+        let _ = dup2_stderr(&null);
+        if null.as_raw_fd() <= 2 {
+            // It took the place of a closed standard descriptor: keep it open.
+            let _ = null.into_raw_fd();
         }
     }
-    WORKER_FD.store(wr, Ordering::SeqCst);
+    let wr = WORKER_FD.get_or_init(|| wr).as_fd();
     let mut ctx = Ctx::new(work_budget(common.timeout.duration), common.verbose);
     ctx.sink = Some(wr);
     let report = outcome_report(opts.run(&ctx));
@@ -220,7 +216,8 @@ fn worker<C: Check>(opts: C, common: &CommonArgs, rd: i32, wr: i32) -> ! {
         MSG_RESULT,
         format!("{}\n{}", report.status.code(), text).as_bytes(),
     );
-    // SAFETY: leave at once: no destructors, no atexit handlers of the parent's.
+    // SAFETY: leave at once: no destructors, no atexit handlers of the parent's (nix has no
+    // _exit).
     unsafe { libc::_exit(0) }
 }
 
@@ -242,10 +239,9 @@ pub(super) fn install_panic_hook(name: &'static str, binary: &'static str) {
             Format::Nagios => format!("{name} UNKNOWN - {reason}\n"),
             f => render_plain_as(name, binary, &Report::unknown(reason), f),
         };
-        let fd = WORKER_FD.load(Ordering::SeqCst);
-        if fd >= 0 {
+        if let Some(fd) = WORKER_FD.get() {
             // In the worker: the parent prints it.
-            send(fd, MSG_PANIC, line.as_bytes());
+            send(fd.as_fd(), MSG_PANIC, line.as_bytes());
         } else {
             // Raw write: the stdout lock may be held by whoever panicked.
             let _ = nix_free_write(line.as_bytes());
@@ -266,31 +262,32 @@ fn nix_free_write(b: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn pdeathsig() -> i32 {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: PR_GET_PDEATHSIG writes one int through the pointer.
-        unsafe { libc::prctl(libc::PR_GET_PDEATHSIG, &mut sig as *mut libc::c_int) };
-        sig
+    fn pdeathsig() -> Option<Signal> {
+        nix::sys::prctl::get_pdeathsig().ok().flatten()
+    }
+
+    /// Wait for our child `pid`; its exit code (panics on anything else).
+    fn exit_code(pid: Pid) -> i32 {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => code,
+            other => panic!("child status {other:?}"),
+        }
     }
 
     /// Run `f` in a forked child marked as a worker of this process; its exit code (0: passed).
     /// The child only makes syscalls (the test harness has threads: nothing that allocates).
     fn in_worker(f: fn() -> bool) -> i32 {
-        // SAFETY: a plain id getter, then fork; the child makes only syscalls and leaves by _exit.
-        let parent = unsafe { libc::getpid() };
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            crate::parent::set(parent);
-            die_with_parent();
-            // SAFETY: leaving the child at once.
-            unsafe { libc::_exit(if f() { 0 } else { 1 }) }
+        let parent = nix::unistd::getpid();
+        // SAFETY: the child makes only syscalls and leaves by _exit.
+        match unsafe { nix::unistd::fork() }.expect("fork") {
+            ForkResult::Child => {
+                crate::parent::set(parent.as_raw());
+                die_with_parent();
+                // SAFETY: leaving the child at once (nix has no _exit).
+                unsafe { libc::_exit(i32::from(!f())) }
+            }
+            ForkResult::Parent { child } => exit_code(child),
         }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status), "child status {status}");
-        libc::WEXITSTATUS(status)
     }
 
     /// Issue 27, finding 9: the worker is armed to die with its parent, and stays armed after a
@@ -298,9 +295,8 @@ mod tests {
     /// layer re-arms it.
     #[test]
     fn finding_9_worker_dies_with_its_parent_even_after_a_credential_change() {
-        assert_eq!(in_worker(|| pdeathsig() == libc::SIGKILL), 0);
-        // SAFETY: a plain id getter.
-        if unsafe { libc::geteuid() } != 0 {
+        assert_eq!(in_worker(|| pdeathsig() == Some(Signal::SIGKILL)), 0);
+        if !nix::unistd::geteuid().is_root() {
             eprintln!("credential-change case skipped: needs root (setfsuid)");
             return;
         }
@@ -309,36 +305,33 @@ mod tests {
                 let before = crate::privilege::Level::current();
                 // As root: the caller's level is root's own; lower to nobody's filesystem ids
                 // by hand, as a privileged run's as_caller does for its caller.
-                // SAFETY: setfsuid on this (single-threaded) child.
-                unsafe { libc::syscall(libc::SYS_setfsuid, 65534) };
-                let cleared = pdeathsig() == 0;
+                nix::unistd::setfsuid(nix::unistd::Uid::from_raw(65534));
+                let cleared = pdeathsig().is_none();
                 before.set();
                 // The kernel cleared it on the raw change; Level::set re-armed it.
-                cleared && pdeathsig() == libc::SIGKILL
+                cleared && pdeathsig() == Some(Signal::SIGKILL)
             }),
             0
         );
         // Outside a worker nothing is armed.
-        assert_eq!(pdeathsig(), 0);
+        assert_eq!(pdeathsig(), None);
     }
 
     /// The worker of a parent that is already gone leaves at once instead of running.
     #[test]
     fn finding_9_a_worker_whose_parent_is_gone_does_not_run() {
-        // SAFETY: fork; the child makes only syscalls and leaves by _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            // Claim a parent that is not ours (pid 1 never forks us): as if it had ended.
-            crate::parent::set(i32::MAX);
-            die_with_parent();
-            // SAFETY: reached only if die_with_parent did not leave.
-            unsafe { libc::_exit(0) }
+        // SAFETY: the child makes only syscalls and leaves by _exit.
+        match unsafe { nix::unistd::fork() }.expect("fork") {
+            ForkResult::Child => {
+                // Claim a parent that is not ours (pid 1 never forks us): as if it had ended.
+                crate::parent::set(i32::MAX);
+                die_with_parent();
+                // SAFETY: reached only if die_with_parent did not leave (nix has no _exit).
+                unsafe { libc::_exit(0) }
+            }
+            ForkResult::Parent { child } => {
+                assert_eq!(exit_code(child), Status::Unknown.code());
+            }
         }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status));
-        assert_eq!(libc::WEXITSTATUS(status), Status::Unknown.code());
     }
 }
