@@ -335,7 +335,12 @@ fn every_overlay_renders_validates_and_is_admitted_by_the_real_api_server() {
                 &["apply", "--dry-run=server", "-f", "-"],
                 Some(&yaml),
             );
-            assert_eq!(out.code, 0, "{name} not admitted: {out:?}");
+            // stderr first: CI keeps only the end of a long message.
+            assert_eq!(
+                out.code, 0,
+                "{name} not admitted: stderr {}; stdout {}",
+                out.stderr, out.stdout
+            );
             let warnings: Vec<&str> = out
                 .stderr
                 .lines()
