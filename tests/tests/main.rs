@@ -80,3 +80,5 @@ mod delivery;
 
 // Issue 35: the "add a check" checklist (docs/development.md#adding-a-check), held to every check.
 mod add_a_check;
+// Issue 32: one incident, one chain.
+mod triage;

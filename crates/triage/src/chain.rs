@@ -63,6 +63,11 @@ pub fn links(findings: &[Finding]) -> Vec<Link> {
             }
             for key in rules::joins(&a.signal, &b.signal) {
                 let k = key.name();
+                // A device or session name is the node's own: `sdc` on two nodes is two disks.
+                let local = matches!(key, rules::Key::Device | rules::Key::Session);
+                if local && a.subject.get("node") != b.subject.get("node") {
+                    continue;
+                }
                 if let (Some(x), Some(y)) = (a.key(k), b.key(k)) {
                     if x == y {
                         out.push(Link {
@@ -155,8 +160,10 @@ pub fn chains(findings: &[Finding]) -> (Vec<Chain>, Vec<usize>) {
                 i,
             )
         });
-        let mut members = g.clone();
-        members.sort_by_key(|&i| (!roots.contains(&i), layer(i), i));
+        // The roots in their order, then the rest up the stack.
+        let mut rest: Vec<usize> = g.iter().copied().filter(|i| !roots.contains(i)).collect();
+        rest.sort_by_key(|&i| (layer(i), i));
+        let members: Vec<usize> = roots.iter().copied().chain(rest).collect();
         let status = g
             .iter()
             .fold(Status::Ok, |s, &i| s.worst(findings[i].status));

@@ -276,6 +276,11 @@ fn the_stale_csi_mount_chain_reaches_the_stuck_pods_through_the_node_queue() {
         .collect();
     assert_eq!(roots, ["staging_pv_gone", "orphaned_mount"]);
     assert_eq!(
+        c.members[..2],
+        c.roots[..],
+        "the roots first, in their order"
+    );
+    assert_eq!(
         c.next(&t.findings),
         Some("step for staging_pv_gone"),
         "one step: the first root's"
@@ -350,6 +355,37 @@ fn findings_on_other_volumes_or_nodes_stand_alone_and_ok_ones_are_left_out() {
     assert!(t.chains.is_empty(), "{}", t.text(false));
     assert_eq!(t.alone.len(), 4);
     assert!(t.findings.iter().all(|f| f.status != Status::Ok));
+}
+
+#[test]
+fn a_device_name_joins_only_on_its_own_node() {
+    let answers = vec![
+        answer(
+            "check_iscsi_sessions",
+            vec![f(
+                "check_iscsi_sessions",
+                C,
+                "session_failed",
+                &[("session", "s3"), ("device", "sdc"), ("node", "k8s03")],
+            )],
+        ),
+        answer(
+            "check_storage_kernel_errors",
+            vec![f(
+                "check_storage_kernel_errors",
+                C,
+                "journal_abort",
+                &[("device", "sdc"), ("node", "k8s02")],
+            )],
+        ),
+    ];
+    let t = join(answers.clone(), None);
+    assert!(t.chains.is_empty(), "{}", t.text(false));
+    let mut same = answers;
+    same[1].findings[0]
+        .subject
+        .insert("node".into(), "k8s03".into());
+    assert_eq!(join(same, None).chains.len(), 1);
 }
 
 #[test]
