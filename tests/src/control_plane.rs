@@ -341,30 +341,53 @@ impl ControlPlane {
         self.kubectl(&["apply", "-f", "-"], Some(doc));
     }
 
-    /// Apply a CustomResourceDefinition and wait (20 s at most) until the server reports it
-    /// Established: its resources are served from then on (`kubectl wait` right after the apply
-    /// can fail while the CRD has no conditions yet).
+    /// Apply a CustomResourceDefinition and wait until its resources are served
+    /// ([`Self::wait_crd_served`]).
     pub fn apply_crd(&self, doc: &str, name: &str) {
         self.apply(doc);
+        self.wait_crd_served(name);
+    }
+
+    /// Wait (20 s at most) until the server reports the CRD `name` Established **and** its
+    /// discovery documents list its resource in every served version. The two are separate
+    /// controllers in the API server: under load Established can come first, and a kubectl
+    /// started in between maps no kind ("ensure CRDs are installed first"). `kubectl wait` right
+    /// after the apply can fail too, while the CRD has no conditions yet.
+    pub fn wait_crd_served(&self, name: &str) {
         let deadline = Instant::now() + std::time::Duration::from_secs(20);
         loop {
-            let out = self.kubectl_as(
-                User::Admin,
-                &[
-                    "get",
-                    "crd",
-                    name,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
-                ],
-                None,
+            let out = self.kubectl_as(User::Admin, &["get", "crd", name, "-o", "json"], None);
+            let crd: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+            let established = crd["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            let plural = format!(
+                "\"name\":\"{}\"",
+                crd["spec"]["names"]["plural"].as_str().unwrap_or("?")
             );
-            if out.stdout.trim() == "True" {
+            let served = |v: &serde_json::Value| -> bool {
+                let path = format!(
+                    "/apis/{}/{}",
+                    crd["spec"]["group"].as_str().unwrap_or("?"),
+                    v["name"].as_str().unwrap_or("?")
+                );
+                let out = self.kubectl_as(User::Admin, &["get", "--raw", &path], None);
+                out.code == 0 && out.stdout.contains(&plural)
+            };
+            let versions = crd["spec"]["versions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if established
+                && !versions.is_empty()
+                && versions.iter().filter(|v| v["served"] == true).all(served)
+            {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "CRD {name} not Established: {out:?}"
+                "CRD {name} not Established and served: {out:?}"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

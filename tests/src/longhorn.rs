@@ -16,17 +16,9 @@ pub const CRDS: &str = include_str!("../fixtures/longhorn/crds.yaml");
 pub fn install(cp: &ControlPlane) {
     cp.apply(CRDS);
     cp.apply(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":NS}}).to_string());
-    cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/volumes.longhorn.io",
-            "crd/replicas.longhorn.io",
-            "crd/engines.longhorn.io",
-        ],
-        None,
-    );
+    for crd in ["volumes", "replicas", "engines"] {
+        cp.wait_crd_served(&format!("{crd}.longhorn.io"));
+    }
 }
 
 /// A volume of claim `pvc_ns/pvc` used by pod `pod` (its phase as Longhorn records it).

@@ -316,7 +316,7 @@ fn replay_file_scenes_answer_the_same_on_arm64_under_qemu() {
         "replay --files, amd64 then arm64 under qemu: {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    // Every scene ran (the summary has all eleven) and each answered the same.
+    // Every scene ran (the summary has all twelve) and each answered the same.
     let summary = |s: &str| -> Vec<String> {
         s.lines()
             .skip_while(|l| !l.contains("summary"))
@@ -326,7 +326,7 @@ fn replay_file_scenes_answer_the_same_on_arm64_under_qemu() {
             .collect()
     };
     let sa = summary(&amd_out.stdout);
-    assert_eq!(sa.len(), 11, "{}", amd_out.stdout);
+    assert_eq!(sa.len(), 12, "{}", amd_out.stdout);
     assert_eq!(sa, summary(&arm_out.stdout), "{}", arm_out.stdout);
     assert!(
         sa.iter().all(|l| !l.contains("UNKNOWN")),

@@ -279,15 +279,7 @@ fn every_overlay_renders_validates_and_is_admitted_by_the_real_api_server() {
         assert_eq!(out.code, 0, "{}: {out:?}", crd.display());
     }
     for crd in ["podmonitors", "servicemonitors"] {
-        cp.kubectl(
-            &[
-                "wait",
-                "--for=condition=established",
-                "--timeout=60s",
-                &format!("crd/{crd}.monitoring.coreos.com"),
-            ],
-            None,
-        );
+        cp.wait_crd_served(&format!("{crd}.monitoring.coreos.com"));
     }
 
     for (distro, root) in DISTROS {
@@ -343,7 +335,12 @@ fn every_overlay_renders_validates_and_is_admitted_by_the_real_api_server() {
                 &["apply", "--dry-run=server", "-f", "-"],
                 Some(&yaml),
             );
-            assert_eq!(out.code, 0, "{name} not admitted: {out:?}");
+            // stderr first: CI keeps only the end of a long message.
+            assert_eq!(
+                out.code, 0,
+                "{name} not admitted: stderr {}; stdout {}",
+                out.stderr, out.stdout
+            );
             let warnings: Vec<&str> = out
                 .stderr
                 .lines()

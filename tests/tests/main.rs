@@ -82,3 +82,5 @@ mod delivery;
 mod add_a_check;
 // Issue 35: the shape of a check (docs/development.md#the-shape-of-a-check), held to every check.
 mod check_shape;
+// Issue 32: one incident, one chain.
+mod triage;

@@ -1,6 +1,6 @@
 //! Issue 26: every non-OK finding tells the operator the next step, pasteable. The incident
 //! replay (the README quickstart's `./try-all`, from files: tests/src/bin/replay.rs) runs all
-//! nine checks against their part of the incidents, once per output format; in each format every
+//! checks against their part of the incidents, once per output format; in each format every
 //! non-OK finding has a `next:` step that names the right node (the scene's node for a node's
 //! check, the finding's own node otherwise), ends with its runbook `docs/runbooks/<signal>.md`,
 //! and holds commands between backticks that `sh -n` accepts exactly as printed, none of them
@@ -57,7 +57,7 @@ fn replay_with(format: &str, check_args: &[&str]) -> Vec<(String, String, String
         }
     }
     let v: Vec<_> = v.into_iter().filter(|(c, _, _)| !c.is_empty()).collect();
-    assert_eq!(v.len(), 11, "eleven scenes replayed:\n{}", out.stdout);
+    assert_eq!(v.len(), 12, "twelve scenes replayed:\n{}", out.stdout);
     v
 }
 

@@ -12,6 +12,7 @@
 use clap::CommandFactory;
 
 pub mod receive_logs;
+pub mod triage;
 use plugin::Check;
 use std::ffi::OsString;
 use std::path::Path;
@@ -65,6 +66,8 @@ pub struct Applet {
     pub caps: &'static [Cap],
     /// One line saying what it does.
     about: fn() -> String,
+    /// The long options it takes (`triage` passes each check the ones it has).
+    pub longs: fn() -> Vec<String>,
     run: fn(Vec<OsString>) -> i32,
 }
 
@@ -95,11 +98,19 @@ fn about<C: CommandFactory>() -> String {
         .unwrap_or_default()
 }
 
+fn longs<C: CommandFactory>() -> Vec<String> {
+    C::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
 const fn check<C: Check>(caps: &'static [Cap]) -> Applet {
     Applet {
         name: C::BINARY,
         caps,
         about: about::<C>,
+        longs: longs::<C>,
         run: run_check::<C>,
     }
 }
@@ -124,12 +135,14 @@ pub static APPLETS: &[Applet] = &[
         name: TEXTFILE,
         caps: &[],
         about: about::<textfile::Opts>,
+        longs: longs::<textfile::Opts>,
         run: textfile::main_from,
     },
     Applet {
         name: SERVE,
         caps: &[],
         about: about::<textfile::serve::ServeOpts>,
+        longs: longs::<textfile::serve::ServeOpts>,
         run: |args| textfile::serve::main_from(args),
     },
 ];
@@ -203,7 +216,10 @@ pub fn dispatch(args: Vec<OsString>) -> Dispatch {
         "-h" | "--help" => Dispatch::Help,
         "-V" | "--version" => Dispatch::Version,
         "--list" => Dispatch::List,
-        name => match applet(name).or_else(|| receive_logs::applet(name)) {
+        name => match applet(name)
+            .or_else(|| receive_logs::applet(name))
+            .or_else(|| triage::applet(name))
+        {
             Some(a) => {
                 let sub = SUBCOMMANDS.iter().any(|(s, _)| *s == name);
                 let mut rest = args;
@@ -249,6 +265,10 @@ pub fn help() -> String {
     s.push_str(&format!(
         "\n  {PROGRAM} {} --listen ADDR:PORT --state-dir DIR   receives Talos json_lines logs\n",
         receive_logs::SUB
+    ));
+    s.push_str(&format!(
+        "  {PROGRAM} {} [--node NAME] [-t SECONDS]   every check at once, findings joined into chains\n",
+        triage::SUB
     ));
     s.push_str(&format!(
         "\nThe textfile runner is also `{PROGRAM} {TEXTFILE_SUB}`, the /metrics server `{PROGRAM} \

@@ -301,7 +301,9 @@ fn program_command() -> clap::Command {
             "One static program is every check of the suite and the textfile runner: it runs \
              the one named by the name it is called by (each check's name is a link to it) or \
              by its first argument ({PROGRAM} check_ro_pvc_mounts -t 20). The textfile runner is \
-             also {PROGRAM} {TEXTFILE_SUB}. A copy with file capabilities keeps, for the check it \
+             also {PROGRAM} {TEXTFILE_SUB}. {PROGRAM} triage runs every check for this node at \
+             once and joins their findings into chains, root cause first ({PROGRAM} triage \
+             --help; docs/triage.md). A copy with file capabilities keeps, for the check it \
              runs, only those that check needs. Names: {}.",
             names.trim_end()
         ))

@@ -46,6 +46,7 @@ pub static APPLET: super::Applet = super::Applet {
     name: SUB,
     caps: &[],
     about: super::about::<Opts>,
+    longs: super::longs::<Opts>,
     run: main_from,
 };
 

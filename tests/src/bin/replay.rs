@@ -1,5 +1,5 @@
 //! k8s-storage-checks-replay: the two incident reports (docs/incidents.md) replayed in a sandbox,
-//! each of the nine checks catching its part of them as an operator would see it.
+//! each check catching its part of them as an operator would see it, then each incident's triage.
 //!
 //!     k8s-storage-checks-replay --bin-dir DIR [--files] [--format nagios|json|prometheus] [--check-arg ARG]...
 //!
@@ -495,6 +495,7 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         "check_storage_kernel_errors",
         "check_watch_cache",
         "check_stuck_terminating",
+        "k8s-storage-checks",
     ] {
         if !bin_dir.join(c).is_file() {
             eprintln!(
@@ -841,7 +842,28 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         quote: "the target processes exited while initiators on other nodes held active sessions ... after the 120-second session recovery timeout the kernel marked the SCSI devices offline",
         source: "docs/incidents.md#1-pvek8s-storage-cascade (Chain 2)",
         how: format!("files: {} (iscsi_tcp sysfs layout), {}", isys.root.display(), imi_p.display()),
-        args: [os(&["--sys"]), vec![isys.root.clone().into()], os(&["--mountinfo"]), vec![imi_p.into()], os(&["--kubelet-root", k8s03_kubelet, "--kubeconfig", &kc_s])].concat(),
+        args: [os(&["--sys"]), vec![isys.root.clone().into()], os(&["--mountinfo"]), vec![imi_p.clone().into()], os(&["--kubelet-root", k8s03_kubelet, "--kubeconfig", &kc_s])].concat(),
+        env: vec![],
+        in_ns: false,
+    });
+    // seerr's config volume on k8s03's sdc: the same abort, as the same files record it.
+    let t = now_secs() - 44 * 60;
+    write(&isys.root.join("fs/ext4/sdc/errors_count"), "2\n");
+    write(
+        &isys.root.join("fs/ext4/sdc/first_error_time"),
+        &format!("{t}\n"),
+    );
+    write(
+        &isys.root.join("fs/ext4/sdc/last_error_time"),
+        &format!("{}\n", t + 1),
+    );
+    scenes.push(Scene {
+        check: "check_ro_pvc_mounts",
+        node: "k8s03",
+        quote: "EXT4 aborted its journal and remounted two volumes read-only: seerr's config volume (mounted on k8s03) and radarr's config volume (mounted on k8s02)",
+        source: "docs/incidents.md#1-pvek8s-storage-cascade (Executive Summary, Chain 2)",
+        how: format!("files: {} (seerr's mounts on sdc read-only), {}/fs/ext4/sdc/errors_count", imi_p.display(), isys.root.display()),
+        args: [os(&["--mountinfo"]), vec![imi_p.into()], os(&["--sys"]), vec![isys.root.clone().into()], os(&["--kubelet-root", k8s03_kubelet, "--node", "k8s03", "--kubeconfig", &kc_s])].concat(),
         env: vec![],
         in_ns: false,
     });
@@ -877,6 +899,7 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
     });
 
     let mut summary = Vec::new();
+    let mut answers: Vec<(&str, &str, String)> = Vec::new();
     let total = scenes.len();
     for (i, sc) in scenes.iter().enumerate() {
         println!("━━━ {}/{total} {} — node {} ━━━", i + 1, sc.check, sc.node);
@@ -906,23 +929,33 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
             .collect();
         println!("$ {} {}", sc.check, shown.join(" "));
         let bin = bin_dir.join(sc.check);
-        let mut cmd = match (&ns, sc.in_ns) {
-            (Some(n), true) => n.cmd(&bin),
-            _ => Cmd::new(&bin),
+        let make = |fmt: Option<&str>| {
+            let mut cmd = match (&ns, sc.in_ns) {
+                (Some(n), true) => n.cmd(&bin),
+                _ => Cmd::new(&bin),
+            };
+            cmd = cmd
+                .env_remove("KUBECONFIG")
+                .env_remove("KUBERNETES_SERVICE_HOST")
+                .env("HOME", "/nonexistent")
+                .args(&sc.args);
+            if let Some(f) = fmt {
+                cmd = cmd.args(["--format", f]);
+            }
+            cmd = cmd.args(extra);
+            for (k, v) in &sc.env {
+                cmd = cmd.env(k, v);
+            }
+            cmd
         };
-        cmd = cmd
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", "/nonexistent")
-            .args(&sc.args);
-        if let Some(f) = format {
-            cmd = cmd.args(["--format", f]);
-        }
-        cmd = cmd.args(extra);
-        for (k, v) in &sc.env {
-            cmd = cmd.env(k, v);
-        }
-        let out = cmd.run();
+        let out = make(format).run();
+        // What triage reads: the answer as JSON (the same run when that is the format asked).
+        let json = if format == Some("json") {
+            out.stdout.clone()
+        } else {
+            make(Some("json")).run().stdout
+        };
+        answers.push((sc.source, sc.node, json));
         print!("{}", out.stdout);
         if !out.stderr.trim().is_empty() {
             print!("{}", out.stderr);
@@ -938,6 +971,32 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
     println!("━━━ summary: each check against its part of the incidents ━━━");
     for l in &summary {
         println!("{l}");
+    }
+    println!();
+    // One incident, one chain: each incident's answers joined (docs/triage.md).
+    for (incident, node) in [
+        ("#1-pvek8s-storage-cascade", "k8s03"),
+        ("#2-stale-csi-mount", "worker-04"),
+    ] {
+        let input: String = answers
+            .iter()
+            .filter(|(source, _, _)| source.contains(incident))
+            .map(|(_, _, json)| json.as_str())
+            .collect();
+        println!("━━━ triage of docs/incidents.md{incident}… (node {node}) ━━━");
+        println!("$ k8s-storage-checks triage --from ANSWERS --node {node}");
+        let mut cmd = Cmd::new(bin_dir.join("k8s-storage-checks"))
+            .args(["triage", "--from", "-", "--node", node])
+            .stdin(input.into_bytes());
+        if format == Some("json") {
+            cmd = cmd.args(["--format", "json"]);
+        }
+        let out = cmd.run();
+        print!("{}", out.stdout);
+        if !out.stderr.trim().is_empty() {
+            print!("{}", out.stderr);
+        }
+        println!("(exit {})\n", out.code);
     }
     // Teardown, in order: FUSE daemon, namespace (its mounts, the loop device), API server, files.
     if let Some(n) = ns.take() {
