@@ -808,4 +808,27 @@ fn logs_as_operators_have_them_give_the_verdict() {
         .run();
     out.assert_status(NAME, 3);
     assert!(out.stdout.contains("not a kubelet log"), "{out:?}");
+    // A healthy log piped in behind a preamble longer than the sampled lines: stdin is read once,
+    // and a kubelet record anywhere in it is enough to judge it (OK), as for a file.
+    let preamble: String = (0..40).map(|i| format!("# notes, line {i}\n")).collect();
+    let (_, shape) = &shapes[0];
+    let mut healthy = preamble.clone();
+    for (i, (t, m)) in loop_lines.iter().enumerate() {
+        healthy.push_str(&shape(
+            i,
+            *t,
+            &m.replace("No retries permitted until", "next sync at"),
+        ));
+        healthy.push('\n');
+    }
+    let out = check().args(["--log-file", "-", "-v"]).stdin(healthy).run();
+    out.assert_status(NAME, 0);
+    assert!(out.stdout.contains("0 candidate lines"), "{out:?}");
+    // The same preamble before nothing of the kubelet's: UNKNOWN still.
+    let out = check()
+        .args(["--log-file", "-"])
+        .stdin(format!("{preamble}remember the milk\n"))
+        .run();
+    out.assert_status(NAME, 3);
+    assert!(out.stdout.contains("not a kubelet log"), "{out:?}");
 }

@@ -307,30 +307,70 @@ impl Gatherer<'_> {
         Ok(self.finish(name, st, acc, pos, &r.stats, notes))
     }
 
-    /// Standard input, read to its end (or the deadline); nothing kept.
+    /// Standard input, read to its end (or the deadline); nothing kept. Stdin is read once, so
+    /// the look for a kubelet record past a long preamble (a file's second pass, `has_record`)
+    /// happens in the same pass: the record markers are searched beside the failure needle.
     fn stdin(&self) -> Result<SourceRead, Unknown> {
         self.ctx.stage("reading stdin");
         self.reset_counts();
-        let o = self.scan(true);
+        let needles: Vec<&[u8]> = parse::NEEDLES
+            .iter()
+            .chain(parse::RECORD_NEEDLES)
+            .copied()
+            .collect();
+        let o = scan::Scan {
+            needles: &needles,
+            ..self.scan(true)
+        };
+        let failure: Vec<memchr::memmem::Finder> = parse::NEEDLES
+            .iter()
+            .map(memchr::memmem::Finder::new)
+            .collect();
         let mut acc = self.acc(None);
         let mut joiner = wrap::Joiner::new();
+        let mut record = false;
+        let mut candidates = 0u64;
+        // A line continuing a wrapped failure line goes to the joiner whatever it holds.
+        let mut continues = false;
         let stdin = std::io::stdin();
         let mut lock = stdin.lock();
         let s = scan::scan_follow(
             &mut lock,
             &o,
-            |l| self.unwrapped(l, &mut joiner, &mut acc),
+            |l| {
+                if !record {
+                    record = parse::is_log_line(&l[..l.len().min(4096)]);
+                }
+                let candidate = failure.iter().any(|f| f.find(l).is_some());
+                candidates += u64::from(candidate);
+                continues = (continues || candidate) && self.unwrapped(l, &mut joiner, &mut acc);
+                continues
+            },
             |_| {},
         )
         .map_err(|e| Unknown(format!("cannot read stdin: {}", plugin::errtext(&e))))?;
+        // Candidates are the failure needle's lines, not the markers'.
+        let s = scan::ScanStats {
+            hits: candidates,
+            ..s
+        };
         joiner.finish(|l| {
             if let Some(f) = self.parse(l.text.as_bytes(), l.time_ms) {
                 acc.push(f);
             }
         });
-        let notes: Vec<String> = format_verdict("stdin", &s, self.parsed.get())?
-            .into_iter()
-            .collect();
+        let verdict = match format_verdict("stdin", &s, self.parsed.get()) {
+            // The first lines are no kubelet record, a later one is (a pasted preamble).
+            Err(e) if s.sampled >= scan::SAMPLE_LINES && record => {
+                self.ctx.debug(format!(
+                    "stdin: its first {} lines are no kubelet record, later ones are",
+                    s.sampled
+                ));
+                format_verdict("stdin", &scan::ScanStats { sampled: 0, ..s }, 0).map_err(|_| e)?
+            }
+            v => v?,
+        };
+        let notes: Vec<String> = verdict.into_iter().collect();
         let mut r = self.finish("stdin".into(), None, acc, SourceState::default(), &s, notes);
         r.info.empty = s.bytes_read == 0 && s.complete;
         Ok(r)
