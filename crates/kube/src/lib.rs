@@ -27,6 +27,7 @@
 pub mod args;
 pub mod client;
 pub mod config;
+pub mod csinode;
 pub mod events;
 pub mod list;
 pub mod names;

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod blockdev;
 pub mod blockname;
+pub mod csi;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;
