@@ -17,8 +17,8 @@
 //!
 //! Why by hand and not `h2` + tokio (+ `tonic`/`prost`): the suite is one static program whose
 //! size is watched (bench/README.md); the two async runtimes' worth of code would cost far more
-//! than this file plus the HPACK decoder (see the crate README/`docs/checks/check_csi_node_plugins.md`
-//! for the measured cost).
+//! than this file plus the HPACK decoder (the measured cost is in `super`'s docs and
+//! `docs/checks/check_csi_node_plugins.md`, "Limits").
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
