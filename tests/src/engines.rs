@@ -806,7 +806,10 @@ impl Node {
                 // (OK, "no CSI drivers registered and no CSI volumes"; the test tree's FUSE
                 // volume is check_stale_csi_mounts' incident, not a plugin's).
                 "check_csi_node_plugins" => {
-                    format!("--node {NODE} --kubelet-root {}", self.no_csi_root().display())
+                    format!(
+                        "--node {NODE} --kubelet-root {}",
+                        self.no_csi_root().display()
+                    )
                 }
                 _ => String::new(),
             };

@@ -319,27 +319,60 @@ fn a_driver_used_by_a_volume_but_not_registered_nor_in_csinode_is_critical() {
     let out = n.check(cp, &[]);
     out.assert_protocol(NAME).assert_status(NAME, 2);
     assert!(
-        out.stdout.contains(&format!(
-            "[CRITICAL] {ghost}: not registered with the kubelet (no registration socket in {}/plugins_registry); used by 1 volume on this node (pvc-ghost)",
-            n.root().display()
+        out.first_line().contains(&format!(
+            "1 of 2 CSI drivers on node {} with problems: {ghost}",
+            n.name
         )),
         "{out:?}"
     );
+    // Every finding, in JSON (the text answer is cut at --max-output).
+    let out = n.check(cp, &["--format", "json"]);
+    let v = out.json();
+    let texts: Vec<(String, String)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["signal"].as_str().unwrap().to_string(),
+                f["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |signal: &str, text: &str| texts.iter().any(|(s, t)| s == signal && t == text);
     assert!(
-        out.stdout
-            .contains(&format!("[CRITICAL] {ghost}: not in CSINode {}", n.name)),
-        "{out:?}"
+        has(
+            "csi_driver_unregistered",
+            &format!(
+                "{ghost}: not registered with the kubelet (no registration socket in {}/plugins_registry); used by 1 volume on this node (pvc-ghost)",
+                n.root().display()
+            )
+        ),
+        "{texts:?}"
     );
     assert!(
-        out.stdout
+        has(
+            "csi_driver_unregistered",
+            &format!(
+                "{ghost}: not in CSINode {}; used by 1 volume on this node (pvc-ghost)",
+                n.name
+            )
+        ),
+        "{texts:?}"
+    );
+    let unregistered = out.finding("csi_driver_unregistered");
+    assert!(
+        unregistered["next"]
+            .as_str()
+            .unwrap()
             .contains(&format!("`kubectl get csinode {} -o yaml`", n.name)),
-        "{out:?}"
+        "{unregistered}"
     );
     // The healthy driver beside it stays OK.
     assert!(
-        out.stdout
-            .contains(&format!("[OK] {}: registered", n.driver_name)),
-        "{out:?}"
+        texts.iter().any(|(s, t)| s == "csi_driver_ok"
+            && t.starts_with(&format!("{}: registered", n.driver_name))),
+        "{texts:?}"
     );
 }
 
@@ -367,7 +400,8 @@ fn a_registered_driver_missing_from_csinode_is_critical() {
 fn no_permission_is_unknown_with_the_socket_calls_still_reported() {
     let cp = cp();
     let n = Node::new(cp, true);
-    let (out, _) = n.check_as(cp, User::Nobody, &[]);
+    // -v: the OK lines of the socket calls are shown beside the UNKNOWN.
+    let (out, _) = n.check_as(cp, User::Nobody, &["-v"]);
     out.assert_protocol(NAME).assert_status(NAME, 3);
     assert!(out.first_line().contains("API not read"), "{out:?}");
     assert!(out.stdout.contains("403"), "{out:?}");

@@ -373,7 +373,12 @@ fn judge(
                     ),
                 ),
                 Some(r) => {
-                    let e = r.result.as_ref().err().expect("no answer");
+                    let e = match &r.result {
+                        Err(e) => e.clone(),
+                        // None answered: every registration of this driver failed.
+                        Ok(_) => Failure::Error("no answer".into()),
+                    };
+                    let e = &e;
                     let st = if matches!(e, Failure::Refused(_)) { Status::Unknown } else { Status::Critical };
                     (
                         st,
@@ -444,8 +449,11 @@ fn judge(
         }
     }
 
-    // 3. CSINode.
-    if let Some(set) = in_csinode {
+    // 3. CSINode: for a driver that registered (GetInfo named it) or that a volume uses. A
+    // registration socket that failed is its own finding above; a CSINode without the driver
+    // it may be for says nothing more.
+    let known = answered.is_some() || !uses.is_empty();
+    if let (true, Some(set)) = (known, in_csinode) {
         if !set.contains(drv) {
             findings.push(
                 Finding::new(
@@ -457,7 +465,7 @@ fn judge(
                 .next(pod_step(vec![get_csinode(node)])),
             );
         }
-    } else if d.api.is_ok() {
+    } else if known && in_csinode.is_none() && d.api.is_ok() {
         findings.push(
             Finding::new(
                 Status::Critical,

@@ -304,3 +304,24 @@ fn no_csinode_object_is_critical_for_used_drivers() {
     assert_eq!(r.status, Status::Critical);
     assert!(r.findings[0].text.contains("has no CSINode"));
 }
+
+#[test]
+fn a_refused_registration_link_alone_is_unknown_not_critical() {
+    let mut d = healthy();
+    d.registrations.push(Registration {
+        root: ROOT.into(),
+        socket: format!("{ROOT}/plugins_registry/evil.csi.example.com-reg.sock"),
+        result: Err(Failure::Refused("a symbolic link: not followed".into())),
+    });
+    let r = evaluate(&d, &policy());
+    assert_eq!(r.status, Status::Unknown, "{r:#?}");
+    let s = signals(&r);
+    assert!(
+        s.contains(&("csi_socket_refused", Status::Unknown)),
+        "{s:?}"
+    );
+    assert!(
+        !s.contains(&("csi_driver_unregistered", Status::Critical)),
+        "{s:?}"
+    );
+}

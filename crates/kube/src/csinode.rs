@@ -117,6 +117,14 @@ impl PluginPod {
 impl Client {
     /// The node's CSINode; `None` when it does not exist (404).
     pub fn get_csinode(&self, node: &str) -> Result<Option<CsiNode>, Unknown> {
+        // A node name is a DNS subdomain: nothing of it may change the request's path.
+        if node.is_empty()
+            || !node
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        {
+            return Err(Unknown(format!("{node:?} is not a node name")));
+        }
         let path = format!("/apis/storage.k8s.io/v1/csinodes/{node}");
         match self.send::<CsiNode>("GET", &path, &[], None) {
             Ok(c) => Ok(Some(c)),

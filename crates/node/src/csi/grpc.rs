@@ -412,7 +412,7 @@ pub fn unary(
             }
             _ => {} // WINDOW_UPDATE, PRIORITY, other streams, unknown types: ignored.
         }
-        if (kind == HEADERS && sid == 1 || kind == CONTINUATION) && !in_block {
+        if ((kind == HEADERS && sid == 1) || kind == CONTINUATION) && !in_block {
             headers_seen += 1;
             let mut bad: Option<String> = None;
             let res = decoder.decode_with_cb(

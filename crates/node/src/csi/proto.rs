@@ -109,8 +109,7 @@ fn fields<'a>(
 
 /// Text of a string field: lossy UTF-8, at most [`STRING_MAX`] bytes.
 fn text(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(&b[..b.len().min(STRING_MAX)]).into_owned();
-    s
+    String::from_utf8_lossy(&b[..b.len().min(STRING_MAX)]).into_owned()
 }
 
 fn string(v: Value<'_>) -> Result<String, String> {
