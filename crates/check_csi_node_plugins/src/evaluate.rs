@@ -68,6 +68,8 @@ pub struct Data {
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub probe_timeout: Duration,
+    /// `-w/-c` on the number of unhealthy drivers (none set: each finding's own state).
+    pub thresholds: plugin::Thresholds,
 }
 
 /// `<driver>-reg.sock`, node-driver-registrar's name for its socket (`buildSocketPath`): the
@@ -185,6 +187,9 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
 
     let mut report = Report::new(Status::Ok, String::new()).unit("driver", "drivers");
     let mut bad = 0usize;
+    // Drivers with a WARNING or CRITICAL finding: what -w/-c count.
+    let mut unhealthy = 0usize;
+    let sick = |s: Status| matches!(s, Status::Warning | Status::Critical);
     for drv in &drivers {
         let j = judge(
             d,
@@ -198,6 +203,9 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
         );
         if j.findings.iter().any(|f| f.status != Status::Ok) {
             bad += 1;
+        }
+        if j.findings.iter().any(|f| sick(f.status)) {
+            unhealthy += 1;
         }
         for f in j.findings {
             report = report.finding(f);
@@ -220,6 +228,9 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
             _ => Status::Critical,
         };
         bad += 1;
+        if sick(st) {
+            unhealthy += 1;
+        }
         report = report.finding(
             Finding::new(st, text)
                 .signal(if st == Status::Unknown {
@@ -261,8 +272,23 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
         report = report.note(format!("a CSI volume's vol_data.json not read: {e}"));
     }
 
-    let status = report.worst_finding();
+    let worst = report.worst_finding();
+    let thresholds = &policy.thresholds;
+    let use_thresholds = thresholds.warning.is_some() || thresholds.critical.is_some();
+    let status = if use_thresholds {
+        let s = thresholds.evaluate(unhealthy as f64);
+        if report.findings.iter().any(|f| f.status == Status::Unknown) {
+            s.worst(Status::Unknown)
+        } else {
+            s
+        }
+    } else {
+        worst
+    };
     report.status = status;
+    if use_thresholds {
+        report = report.note("state from -w/-c on the number of unhealthy drivers");
+    }
     let n = drivers.len();
     report.summary = if n == 0 && bad == 0 {
         format!(
@@ -283,7 +309,7 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
         let worst: Vec<String> = report
             .findings
             .iter()
-            .filter(|f| f.status == status && f.status != Status::Ok)
+            .filter(|f| f.status == worst && f.status != Status::Ok)
             .map(|f| {
                 f.subject
                     .driver
@@ -308,7 +334,11 @@ pub fn evaluate(d: &Data, policy: &Policy) -> Report {
     report.sort_findings();
     report
         .perf(Perfdata::new("drivers", n as f64).min(0.0))
-        .perf(Perfdata::new("unhealthy_drivers", bad as f64).min(0.0))
+        .perf(
+            Perfdata::new("unhealthy_drivers", unhealthy as f64)
+                .thresholds(thresholds)
+                .min(0.0),
+        )
         .perf(Perfdata::new("csi_volumes", d.mounts.len() as f64).min(0.0))
 }
 

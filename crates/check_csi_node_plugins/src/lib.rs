@@ -40,6 +40,8 @@ use std::time::Duration;
 #[command(
     name = "check_csi_node_plugins",
     version,
+    mut_arg("warning", |a| a.help("Range on the number of unhealthy drivers (WARNING or CRITICAL findings) for WARNING; with -w/-c the count decides the state instead of each finding's own")),
+    mut_arg("critical", |a| a.help("Range on the number of unhealthy drivers for CRITICAL")),
     about = "Alert on CSI node plugins the kubelet cannot use: unregistered drivers, sockets that do not answer, drivers missing from CSINode, unready plugin pods",
     long_about = "Alert on CSI node plugins the kubelet cannot use.\n\n\
 For every CSI driver in this node's CSINode (storage.k8s.io/v1) and every driver a CSI volume of a \
@@ -61,6 +63,9 @@ Exit: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
 pub struct Opts {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub thresholds: plugin::args::RangeArgs,
 
     #[command(flatten)]
     pub kubelet_root: node::KubeletRootArg,
@@ -85,6 +90,7 @@ impl Opts {
     pub fn policy(&self) -> Policy {
         Policy {
             probe_timeout: self.probe_timeout,
+            thresholds: self.thresholds.thresholds(),
         }
     }
 }

@@ -13,6 +13,7 @@ const EP: &str = "/var/lib/kubelet/plugins/csi-hostpath/csi.sock";
 fn policy() -> Policy {
     Policy {
         probe_timeout: Duration::from_secs(3),
+        thresholds: plugin::Thresholds::default(),
     }
 }
 
@@ -324,4 +325,26 @@ fn a_refused_registration_link_alone_is_unknown_not_critical() {
         !s.contains(&("csi_driver_unregistered", Status::Critical)),
         "{s:?}"
     );
+}
+
+#[test]
+fn w_and_c_count_unhealthy_drivers() {
+    let mut d = healthy();
+    d.calls[0].result = Err(Failure::Timeout("no answer".into()));
+    let mut p = policy();
+    p.thresholds = plugin::Thresholds::new(
+        Some(plugin::args::range("1").unwrap()),
+        Some(plugin::args::range("2").unwrap()),
+    );
+    // One unhealthy driver: within -w 1 and -c 2 (Nagios ranges: alert outside 0..N).
+    let r = evaluate(&d, &p);
+    assert_eq!(r.status, Status::Ok, "{r:#?}");
+    assert!(r.notes.iter().any(|n| n.contains("-w/-c")));
+    p.thresholds = plugin::Thresholds::new(Some(plugin::args::range("0").unwrap()), None);
+    assert_eq!(evaluate(&d, &p).status, Status::Warning);
+    // An UNKNOWN finding is not hidden by the count.
+    d.api = Err("403".into());
+    assert_eq!(evaluate(&d, &p).status, Status::Warning);
+    d.calls[0] = calls(D, Some(true));
+    assert_eq!(evaluate(&d, &p).status, Status::Unknown);
 }
