@@ -325,7 +325,7 @@ pub fn unary(
         }
         match kind {
             SETTINGS => {
-                if sid != 0 || len % 6 != 0 {
+                if sid != 0 || !len.is_multiple_of(6) {
                     return Err(proto("malformed SETTINGS frame".into()));
                 }
                 if flags & ACK == 0 {
@@ -428,13 +428,11 @@ pub fn unary(
                         }
                     }
                     b"grpc-message" => grpc_message = percent_decode(&v),
-                    b"content-type" if headers_seen == 1 => {
-                        if !v.starts_with(b"application/grpc") {
-                            bad = Some(format!(
-                                "content-type {:?}, not application/grpc",
-                                String::from_utf8_lossy(&v[..v.len().min(64)])
-                            ));
-                        }
+                    b"content-type" if headers_seen == 1 && !v.starts_with(b"application/grpc") => {
+                        bad = Some(format!(
+                            "content-type {:?}, not application/grpc",
+                            String::from_utf8_lossy(&v[..v.len().min(64)])
+                        ));
                     }
                     _ => {}
                 },

@@ -302,7 +302,7 @@ mod tests {
         let w = root.join("pods/uid-2/volumes/kubernetes.io~csi/pvc-2");
         std::fs::create_dir_all(&w).unwrap();
         std::fs::write(w.join("vol_data.json"), "garbage").unwrap();
-        let (uses, errors) = mount_uses(&Host::local(), &[root.clone()]);
+        let (uses, errors) = mount_uses(&Host::local(), std::slice::from_ref(&root));
         assert_eq!(uses.len(), 1);
         assert_eq!(uses[0].driver, "a.csi.example.com");
         assert_eq!(uses[0].pod_uid, "uid-1");
