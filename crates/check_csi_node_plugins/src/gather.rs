@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 /// At most this many pods of the node are kept (a node runs at most a few hundred).
 pub const PODS_MAX: usize = 10_000;
 
-/// The time kept back from the API for the socket calls after it: two rounds of
-/// `--probe-timeout` and a little.
-fn reserve(probe: Duration) -> Duration {
-    probe * 2 + Duration::from_millis(300)
+/// The time kept back from the API for the second round of socket calls after it:
+/// `--probe-timeout`, but never more than half of what is left (a short -t still gives the API
+/// its half, and the second round is then capped by -t like every call).
+fn reserve(probe: Duration, left: Duration) -> Duration {
+    probe.min(left / 2)
 }
 
 impl PodView {
@@ -120,20 +121,6 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let sockets = csi::registration_sockets(&host, &roots).map_err(Unknown)?;
     let (mounts, mount_errors) = csi::mount_uses(&host, &roots);
 
-    // The API first, leaving the socket calls their time.
-    let until = ctx
-        .deadline()
-        .checked_sub(reserve(probe))
-        .unwrap_or_else(Instant::now);
-    let api = if until <= Instant::now() {
-        Err(format!(
-            "no time left for the API within -t (the socket calls need {} of it): raise -t or lower --probe-timeout",
-            plugin::fmt_duration(reserve(probe))
-        ))
-    } else {
-        api(opts, ctx, &node, until)
-    };
-
     // Round 1: each registration socket, GetInfo then the endpoint it names.
     ctx.stage(format!("calling {} registration sockets", sockets.len()));
     let deadline = (Instant::now() + probe).min(ctx.deadline());
@@ -176,6 +163,15 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         });
         calls.extend(c);
     }
+
+    // Then the API, keeping time back for round 2.
+    let left = ctx.deadline().saturating_duration_since(Instant::now());
+    let until = ctx.deadline() - reserve(probe, left);
+    let api = if until <= Instant::now() {
+        Err("no time left for the API within -t after the socket calls: raise -t or lower --probe-timeout".to_string())
+    } else {
+        api(opts, ctx, &node, until)
+    };
 
     // Round 2: the drivers of CSINode and the volumes that no registration named: their
     // default endpoint.
