@@ -7,7 +7,7 @@
 //! - [`grpc`]: one unary gRPC call over HTTP/2 (h2c) on a unix socket, by hand, with an HPACK
 //!   decoder crate (`loona-hpack`, the maintained fork of `hpack`). Measured cost in the release
 //!   program (`cargo build --release -p k8s-storage-checks`, x86_64 glibc): 8 264 160 bytes
-//!   without check_csi_node_plugins, 8 576 448 with it (+305 KiB for the whole check: this module,
+//!   without check_csi_node_plugins, 8 584 640 with it (+313 KiB for the whole check: this module,
 //!   the decoder, the check's evaluation, options and help). `h2` + `tokio` (and `tonic`/`prost`)
 //!   would bring an async runtime into a suite of blocking checks for three unary calls of empty
 //!   requests and tiny answers;
