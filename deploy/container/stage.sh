@@ -47,7 +47,7 @@ rm -f "$dest/.names"
 
 # Checks that need the pod's capabilities in the NRPE image (the kubelet's directories, the host's
 # mount namespace, /dev/kmsg, the host's journal); the others run as nagios with none.
-PRIVILEGED="check_ro_pvc_mounts check_stale_csi_mounts check_storage_kernel_errors check_kubelet_nested_ops"
+PRIVILEGED="check_ro_pvc_mounts check_stale_csi_mounts check_csi_node_plugins check_storage_kernel_errors check_kubelet_nested_ops"
 
 if [ "$variant" = nrpe ]; then
     install -d -m 0755 "$dest/etc/nagios/nrpe.d" "$dest/etc/k8s-storage-checks"

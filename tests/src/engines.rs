@@ -279,7 +279,7 @@ pub const CHECKS: [&str; 4] = [
 ];
 
 /// Every check of the suite: the engines instantiate a service for each (node and cluster ones).
-pub const ALL_CHECKS: [&str; 11] = [
+pub const ALL_CHECKS: [&str; 12] = [
     "check_ro_pvc_mounts",
     "check_pv_capacity",
     "check_stale_csi_mounts",
@@ -291,6 +291,7 @@ pub const ALL_CHECKS: [&str; 11] = [
     "check_jiva_rep_crashloop",
     "check_watch_cache",
     "check_volume_attachments",
+    "check_csi_node_plugins",
 ];
 
 /// The log checks' `--window` on the test node (the role's `k8s_storage_checks_log_window`,
@@ -745,6 +746,15 @@ impl Node {
     /// What the checks beyond the four incidents' need to answer OK: a kmsg record file with one
     /// harmless record (returned) and the watch-cache canary ConfigMap served through a healthy
     /// watch cache (the healthy Jiva replica is among the pods).
+    /// A kubelet root with no CSI plugin and no CSI volume (check_csi_node_plugins' quiet node).
+    fn no_csi_root(&self) -> PathBuf {
+        let dir = self.work.path().join("kubelet-no-csi");
+        std::fs::create_dir_all(dir.join("plugins_registry")).unwrap();
+        chmod(&dir, 0o755);
+        chmod(&dir.join("plugins_registry"), 0o755);
+        dir
+    }
+
     fn quiet_fixtures(&self) -> PathBuf {
         let kmsg = self.work.path().join("kmsg.txt");
         std::fs::write(
@@ -792,6 +802,15 @@ impl Node {
                 // Its shipped thresholds: every PV here is a filesystem of the test's own.
                 "check_pv_capacity" => format!("--kubelet-root {root}"),
                 "check_stuck_terminating" => format!("--node {NODE} --kubelet-root {root}"),
+                // No CSI plugin on the engines' node: a kubelet root of its own without any
+                // (OK, "no CSI drivers registered and no CSI volumes"; the test tree's FUSE
+                // volume is check_stale_csi_mounts' incident, not a plugin's).
+                "check_csi_node_plugins" => {
+                    format!(
+                        "--node {NODE} --kubelet-root {}",
+                        self.no_csi_root().display()
+                    )
+                }
                 _ => String::new(),
             };
             let line = line
@@ -848,6 +867,10 @@ impl Node {
             ],
             "check_iscsi_sessions" => vec![v("kubelet_root", root)],
             "check_stuck_terminating" => vec![v("node", json!(NODE)), v("kubelet_root", root)],
+            "check_csi_node_plugins" => vec![
+                v("node", json!(NODE)),
+                v("kubelet_root", json!([self.no_csi_root()])),
+            ],
             _ => Vec::new(),
         };
         vars.push(("k8s_storage_kubeconfig".into(), kc));

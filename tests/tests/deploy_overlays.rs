@@ -132,6 +132,7 @@ fn assert_shape(distro: &str, root: &str, docs: &[Value]) {
         "check_ro_pvc_mounts",
         "check_pv_capacity",
         "check_stale_csi_mounts",
+        "check_csi_node_plugins",
     ] {
         assert!(
             args.iter().any(

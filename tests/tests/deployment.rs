@@ -40,7 +40,8 @@ const TMPFILES: &str = "/etc/tmpfiles.d/k8s-storage-checks.conf";
 const RUN_DIR: &str = "/run/k8s-storage-checks";
 /// The checks that run with more privilege than the agent user (file capabilities in caps mode,
 /// a sudo rule in sudo mode), with the role's default capabilities.
-const PRIVILEGED: [(&str, &str); 4] = [
+const PRIVILEGED: [(&str, &str); 5] = [
+    ("check_csi_node_plugins", "cap_dac_read_search"),
     ("check_pv_capacity", "cap_dac_read_search"),
     ("check_ro_pvc_mounts", "cap_dac_read_search"),
     ("check_stale_csi_mounts", "cap_dac_read_search"),
@@ -383,6 +384,17 @@ fn assert_answer_here(check: &str, out: &Output, api_port: u16, api_live: bool) 
             assert!(!line.contains("CAP_DAC_READ_SEARCH"), "{line}");
             out.assert_status(&name, 2);
             assert!(line.contains("1 orphaned pod mount"), "{line}");
+        }
+        // The same PV's vol_data.json, readable thanks to the capability: its driver has no
+        // registration socket and no CSINode lists it (the loopback API server has none; with
+        // the API gone too the dead plugin stays CRITICAL: it needs no API to be known).
+        "check_csi_node_plugins" => {
+            assert!(
+                !line.contains("CAP_DAC_READ_SEARCH") && !lower.contains("permission denied"),
+                "{line}"
+            );
+            out.assert_status(&name, 2);
+            assert!(line.contains("test.csi.example"), "{line}");
         }
         // CAP_SYSLOG through the file capability: kmsg must be readable although
         // kernel.dmesg_restrict=1 and NRPE runs as nagios.
@@ -1028,7 +1040,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
 }
 
 /// The suite's known checks (the role's argument spec lists the same names).
-const ALL_KNOWN: [&str; 12] = [
+const ALL_KNOWN: [&str; 13] = [
     "check_ro_pvc_mounts",
     "check_pv_capacity",
     "check_stale_csi_mounts",
@@ -1041,6 +1053,7 @@ const ALL_KNOWN: [&str; 12] = [
     "check_watch_cache",
     "check_volume_attachments",
     "check_stuck_terminating",
+    "check_csi_node_plugins",
 ];
 
 #[test]

@@ -526,6 +526,28 @@ fn api_faults_watch_cache() {
 }
 
 #[test]
+fn api_faults_csi_node_plugins() {
+    // A node without CSI plugins: every API fault must show (UNKNOWN with its reason), never an
+    // OK about a CSINode it could not read.
+    let d = open_tempdir();
+    let tree = KubeletTree::new(d.path());
+    let srv = ApiServer::start();
+    srv.set("pods", vec![running("media", "radarr-0", NODE, 86400)]);
+    api_rows(
+        "check_csi_node_plugins",
+        "CSI_NODE_PLUGINS",
+        &srv,
+        &[
+            "--node".into(),
+            NODE.into(),
+            "--kubelet-root".into(),
+            s(&tree.root),
+        ],
+        &[],
+    );
+}
+
+#[test]
 fn api_faults_stale_csi_mounts() {
     // A pod volume mount in a mountinfo file: deciding whether it is stale needs the API.
     let d = open_tempdir();
@@ -760,6 +782,12 @@ const NODE_CHECKS: &[(&str, &str, &[&str], &[&str])] = &[
         &[],
     ),
     (
+        "check_csi_node_plugins",
+        "CSI_NODE_PLUGINS",
+        &[],
+        &["--kubelet-root"],
+    ),
+    (
         "check_jiva_rep_crashloop",
         "JIVA_REP_CRASHLOOP",
         &["--pods-json"],
@@ -790,7 +818,7 @@ fn node_args(bin: &str, inp: &Inputs, replace: Option<(&str, &Path)>) -> Vec<OsS
         v.push(p.into_os_string());
     }
     match bin {
-        "check_stale_csi_mounts" | "check_stuck_scheduled" => {
+        "check_stale_csi_mounts" | "check_stuck_scheduled" | "check_csi_node_plugins" => {
             v.extend(["--node".into(), NODE.into()]);
         }
         "check_kubelet_nested_ops" => {
@@ -816,6 +844,8 @@ fn expect_file(bin: &str, opt: &str, f: &str) -> (i32, &'static str) {
         ("check_ro_pvc_mounts", "--sys", _) => (0, "1 PV filesystem writable"),
         ("check_ro_pvc_mounts", "--kubelet-root", "dirEmpty") => (0, "no PV mounts"),
         ("check_stale_csi_mounts", "--kubelet-root", "dirEmpty") => (0, "no CSI mounts"),
+        // No plugin and no volume on the node, and no API to read its CSINode: not an OK.
+        ("check_csi_node_plugins", "--kubelet-root", "dirEmpty") => (3, "API not read"),
         // Without sessions, the mount table and kubelet root (session → PV mapping) are not needed.
         ("check_iscsi_sessions", "--kubelet-root" | "--mountinfo", _) => (0, "no iSCSI sessions"),
         (_, _, "Missing" | "dirMissing") => (3, "No such file or directory (ENOENT)"),

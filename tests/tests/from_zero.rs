@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 /// Each check, its status-line name, and what of the incident its answer must name
 /// (check_pv_capacity and check_volume_attachments have no scene: the incidents' record shows no
-/// filling PV and no stranded or contested VolumeAttachment).
+/// filling PV and no stranded or contested VolumeAttachment; check_csi_node_plugins has no scene:
+/// the record shows no CSI node plugin that stopped answering).
 const EXPECT: [(&str, &str, &[&str]); 10] = [
     (
         "check_longhorn_volumes",

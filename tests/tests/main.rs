@@ -8,6 +8,7 @@
 //! in parallel.
 
 // One module per check.
+mod csi_node_plugins;
 mod iscsi_sessions;
 mod jiva_rep_crashloop;
 mod jiva_status;

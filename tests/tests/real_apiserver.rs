@@ -540,6 +540,11 @@ fn rbac_yaml_grants_exactly_what_the_checks_need() {
         ("check_stale_csi_mounts", vec!["--kubelet-root", &kr]),
         ("check_longhorn_volumes", vec![]),
         ("check_volume_attachments", vec![]),
+        // The node's CSINode (get; a node without one is a 404, not a 403) and its pods.
+        (
+            "check_csi_node_plugins",
+            vec!["--kubelet-root", &kr, "--node", stuck],
+        ),
     ];
     let run_all = || -> Vec<(String, Output)> {
         runs.iter()

@@ -835,6 +835,50 @@ fn watch_cache_findings_name_the_api_server() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// check_csi_node_plugins: a pod's CSI volume whose driver is not registered, its default
+// endpoint gone, no API (per-driver subjects; the API's UNKNOWN beside them).
+
+#[test]
+fn csi_node_plugins_findings_name_node_driver_and_socket() {
+    let t = "csi_node_plugins_findings_name_node_driver_and_socket";
+    if !have_promtool(t) {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tree = KubeletTree::new(work.path());
+    let driver = "ghost.csi.example.com";
+    tree.pod_csi_mount("u-ghost", "pvc-ghost", driver);
+    let missing = work.path().join("no-kubeconfig");
+    let run = || {
+        clean(Cmd::check("check_csi_node_plugins"))
+            .arg("--kubelet-root")
+            .arg(&tree.root)
+            .arg("--kubeconfig")
+            .arg(&missing)
+            .args(["--node", "node-1", "--probe-timeout", "1s"])
+    };
+    let (out, v) = json_run(run());
+    assert_eq!(out.code, 2, "{out:?}");
+    let endpoint = tree.root.join(format!("plugins/{driver}/csi.sock"));
+    let unregistered = one(&v, "csi_driver_unregistered");
+    assert_eq!(unregistered["status"], "CRITICAL");
+    assert_eq!(
+        subject(unregistered),
+        json!({"node": "node-1", "driver": driver})
+    );
+    assert_eq!(
+        subject(one(&v, "csi_socket_unresponsive")),
+        json!({"node": "node-1", "driver": driver, "mount": endpoint.to_str().unwrap()})
+    );
+    let api = one(&v, "csi_api_unreadable");
+    assert_eq!(api["status"], "UNKNOWN");
+    assert_eq!(subject(api), json!({"node": "node-1"}));
+    let prom = prom_run(run());
+    assert_series_match_json(&prom.stdout, &v, "check_csi_node_plugins");
+    assert_eq!(sample(&prom.stdout, FINDING).len(), 3);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Every check, every way an answer can end: valid exposition text.
 
 /// Arguments that make each check answer UNKNOWN (an input that is not there).
@@ -851,6 +895,7 @@ fn unknown_args(check: &str, dir: &Path) -> Vec<String> {
         "check_watch_cache" | "check_longhorn_volumes" | "check_volume_attachments" => {
             vec!["--kubeconfig", &missing]
         }
+        "check_csi_node_plugins" => vec!["--kubelet-root", &missing],
         _ => vec!["--pods-json", &missing],
     };
     v.into_iter().map(str::to_string).collect()
@@ -867,7 +912,7 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
     let sys_hang = Sysfs::new(hang_dir.path());
     let sys_root = sys_hang.root.display().to_string();
     let checks = e2e::all_checks();
-    assert_eq!(checks.len(), 12, "{checks:?}");
+    assert_eq!(checks.len(), 13, "{checks:?}");
     for c in &checks {
         // Usage errors, in both spellings of --format.
         for args in [
@@ -919,6 +964,9 @@ fn every_check_answers_valid_exposition_for_usage_errors_unknown_and_timeouts() 
             // does not answer in time themselves, UNKNOWN "timed out", before -t (fault_matrix's
             // ApiFault::Slow row): the watchdog's state is for reads that hang.
             "check_watch_cache" | "check_longhorn_volumes" | "check_volume_attachments" => continue,
+            // Its socket calls are bounded by the run's deadline and answered by the check
+            // itself (csi_node_plugins::hostile_*): nothing of it blocks on a file.
+            "check_csi_node_plugins" => continue,
             _ => vec!["--pods-json", &f],
         };
         let cmd = clean(Cmd::check(c)).args(&hang).args(["-t", "1:CRITICAL"]);

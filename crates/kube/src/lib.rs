@@ -35,6 +35,7 @@ pub mod checks;
 pub mod client;
 pub mod config;
 pub mod connect;
+pub mod csinode;
 pub mod filter;
 pub mod json;
 pub mod list;

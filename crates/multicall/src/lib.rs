@@ -119,6 +119,7 @@ const fn check<C: Check>(caps: &'static [Cap]) -> Applet {
 /// check's privileged reads need (the Makefile, the package and the role install from this list:
 /// `k8s-storage-checks --list`).
 pub static APPLETS: &[Applet] = &[
+    check::<check_csi_node_plugins::Opts>(&[Cap::DacReadSearch]),
     check::<check_iscsi_sessions::Opts>(&[]),
     check::<check_jiva_rep_crashloop::Opts>(&[]),
     check::<check_kubelet_nested_ops::Opts>(&[]),

@@ -34,6 +34,7 @@ fn check(name: &str) -> Option<(clap::Command, &'static str)> {
         };
     }
     Some(match name {
+        "check_csi_node_plugins" => page!(check_csi_node_plugins),
         "check_iscsi_sessions" => page!(check_iscsi_sessions),
         "check_jiva_rep_crashloop" => page!(check_jiva_rep_crashloop),
         "check_kubelet_nested_ops" => page!(check_kubelet_nested_ops),

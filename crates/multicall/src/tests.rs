@@ -153,6 +153,7 @@ fn every_check_crate_is_an_applet_with_the_capabilities_it_needs() {
     listed.sort_unstable();
     assert_eq!(listed, on_disk);
     let want = "\
+check_csi_node_plugins k8s-storage-checks-cap_dac_read_search cap_dac_read_search
 check_iscsi_sessions k8s-storage-checks
 check_jiva_rep_crashloop k8s-storage-checks
 check_kubelet_nested_ops k8s-storage-checks

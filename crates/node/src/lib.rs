@@ -6,6 +6,7 @@ pub mod args;
 pub mod atomic;
 pub mod blockdev;
 pub mod blockname;
+pub mod csi;
 pub mod fsstate;
 pub mod host;
 pub mod iscsi;

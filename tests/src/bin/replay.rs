@@ -787,6 +787,8 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
     // check_pv_capacity has no scene: the record shows no filling PV.
     // check_volume_attachments has no scene: the record shows no stranded or contested
     // VolumeAttachment (its states are tests/tests/volume_attachments.rs's, on the real server).
+    // check_csi_node_plugins has no scene: the record shows no CSI node plugin that stopped
+    // answering (its states are tests/tests/csi_node_plugins.rs's, real gRPC servers).
     // ── k8s03's iSCSI sessions after the jiva-ctrl pods moved: sysfs as the kernel lays it out.
     let isys = Sysfs::new(&base.join("k8s03"));
     // k8s03's kubelet root inside the sandbox (a given --kubelet-root must exist).
