@@ -12,13 +12,6 @@ use std::time::{Duration, Instant};
 /// At most this many pods of the node are kept (a node runs at most a few hundred).
 pub const PODS_MAX: usize = 10_000;
 
-/// The time kept back from the API for the second round of socket calls after it:
-/// `--probe-timeout`, but never more than half of what is left (a short -t still gives the API
-/// its half, and the second round is then capped by -t like every call).
-fn reserve(probe: Duration, left: Duration) -> Duration {
-    probe.min(left / 2)
-}
-
 impl PodView {
     pub fn of(p: &kube::csinode::PluginPod) -> PodView {
         let ready = p
@@ -165,8 +158,10 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     }
 
     // Then the API, keeping time back for round 2.
-    let left = ctx.deadline().saturating_duration_since(Instant::now());
-    let until = ctx.deadline() - reserve(probe, left);
+    // The time kept back for the second round of socket calls: --probe-timeout, never more than
+    // half of what is left (a short -t still gives the API its half; round 2 is then capped by -t).
+    let left = plugin::deadline::remaining(ctx.deadline());
+    let until = plugin::deadline::Reserve::share(2, Duration::ZERO, probe).deadline(left);
     let api = if until <= Instant::now() {
         Err("no time left for the API within -t after the socket calls: raise -t or lower --probe-timeout".to_string())
     } else {
