@@ -24,6 +24,13 @@ use std::time::{Duration, Instant};
 
 pub use run::CheckSpec;
 
+/// Each check gets the triage's -t less this (its own watchdog ends it before the triage's).
+const CHECK_RESERVE: plugin::deadline::Reserve =
+    plugin::deadline::Reserve::fixed(Duration::from_secs(1));
+/// What the triage keeps to join and print after its deadline for the checks.
+const PRINT_RESERVE: plugin::deadline::Reserve =
+    plugin::deadline::Reserve::fixed(Duration::from_millis(500));
+
 const LONG_ABOUT: &str = "\
 Runs every check of the suite for this node at once within one -t (the node's own checks and the
 API checks for this node), joins their findings on the subjects they share (PV, device, iSCSI
@@ -127,16 +134,12 @@ pub fn triage(opts: &Opts, checks: &[CheckSpec]) -> Result<text::Triage, String>
         let lines: Vec<Vec<String>> = checks
             .iter()
             .filter(|c| !opts.skip.iter().any(|s| s == c.name))
-            .map(|c| run::args_for(c, &shared, total.saturating_sub(Duration::from_secs(1))))
+            .map(|c| run::args_for(c, &shared, CHECK_RESERVE.left(total)))
             .collect();
         let program = std::env::current_exe()
             .map_err(|e| format!("cannot find this program: {}", plugin::errtext(&e)))?;
         // The deadline leaves half a second to print.
-        run::run_all(
-            &program,
-            &lines,
-            start + total.saturating_sub(Duration::from_millis(500)),
-        )
+        run::run_all(&program, &lines, start + PRINT_RESERVE.left(total))
     } else {
         let mut all = Vec::new();
         for f in &opts.from {

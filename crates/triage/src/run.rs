@@ -112,7 +112,7 @@ pub fn run_all(program: &Path, lines: &[Vec<String>], deadline: Instant) -> Vec<
     drop(tx);
     let mut pending = answers.iter().filter(|a| a.is_none()).count();
     while pending > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = plugin::deadline::remaining(deadline);
         match rx.recv_timeout(left) {
             Ok(d) => {
                 pids[d.idx] = None;

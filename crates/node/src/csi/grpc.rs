@@ -178,7 +178,7 @@ struct Conn<'a> {
 
 impl Conn<'_> {
     fn left(&self) -> Result<Duration, CallError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = plugin::deadline::remaining(self.deadline);
         if left.is_zero() {
             Err(self.timeout())
         } else {

@@ -245,7 +245,7 @@ pub fn bounded<T: Send + 'static>(
     let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
     let mut got = 0;
     while got < n {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = plugin::deadline::remaining(deadline);
         match rx.recv_timeout(left.max(Duration::from_millis(1))) {
             Ok((i, v)) => {
                 out[i] = Some(v);
