@@ -697,6 +697,7 @@ fn role_on_this_machine(t: &str, mode: &str) {
             "check_longhorn_volumes": {"warning": "3:", "critical": "2:"},
             "check_watch_cache": {"warning": "2s", "critical": "10s"},
             "check_volume_attachments": {"warning": "10m", "critical": "30m"},
+            "check_csi_node_plugins": {"warning": "0", "critical": "0"},
         },
     });
     let playbook = workspace_root().join("tests/deploy/site.yml");
@@ -1635,6 +1636,8 @@ fn rbac_grants_only_what_the_checks_read() {
         ("longhorn.io", "volumes", "list"),
         // check_jiva_rep_crashloop: Jiva's own status (issue 30).
         ("openebs.io", "jivavolumes", "list"),
+        // check_csi_node_plugins: the node's CSINode (issue 30).
+        ("storage.k8s.io", "csinodes", "get"),
         ("storage.k8s.io", "volumeattachments", "list"),
     ]
     .iter()

@@ -141,7 +141,7 @@ object User "oncall" {{ email = "oncall@your-company.tld"; groups = [ "k8s-stora
 }
 
 /// The shipped files installed both ways at once validate: no object defined twice, the
-/// example hosts' services (eight on the node, four on the cluster) and their notifications.
+/// example hosts' services (nine on the node, four on the cluster) and their notifications.
 /// The old way — the CheckCommands also copied into zones.d/global-templates — is refused as the
 /// issue saw it, and the example host without its zone is refused too.
 #[test]
@@ -153,8 +153,8 @@ fn icinga2_shipped_files_validate_installed_both_ways() {
     let (code, all) = validate_master_layout(|_| {});
     assert_eq!(code, 0, "icinga2 daemon -C:\n{all}");
     for want in [
-        "Instantiated 12 Services",
-        "Instantiated 12 Notifications",
+        "Instantiated 13 Services",
+        "Instantiated 13 Notifications",
         "Instantiated 2 Hosts",
     ] {
         assert!(all.contains(want), "{want}:\n{all}");

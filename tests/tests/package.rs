@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 const PLUGINS: &str = "usr/lib/nagios/plugins";
 const CHECK_NRPE: &str = "/usr/lib/nagios/plugins/check_nrpe";
 /// The privilege model: these get a file capability and root:nagios 0750; all others 0755.
-const CAPS: [(&str, &str); 4] = [
+const CAPS: [(&str, &str); 5] = [
+    ("check_csi_node_plugins", "cap_dac_read_search"),
     ("check_pv_capacity", "cap_dac_read_search"),
     ("check_ro_pvc_mounts", "cap_dac_read_search"),
     ("check_stale_csi_mounts", "cap_dac_read_search"),

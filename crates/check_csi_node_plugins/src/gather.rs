@@ -106,13 +106,24 @@ type Job = Box<
 
 pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
     let host = opts.host.host();
-    let roots = opts.kubelet_root.resolve(&host).map_err(Unknown)?;
+    // Privilege (cap_dac_read_search) serves the node's own kubelet roots only, never a root the
+    // caller named (node::privilege): raised around each look into them, as the other node
+    // checks do.
+    let own = node::kubelet::roots_are_own(&opts.kubelet_root.kubelet_root, &host);
+    let roots =
+        node::privilege::elevated_if(own, || opts.kubelet_root.resolve(&host)).map_err(Unknown)?;
+    // Without the right to list the kubelet's pods/ no CSI volume could be seen: the missing
+    // privilege, named, rather than "no CSI volumes".
+    node::privilege::elevated_if(own, || node::args::check_listable(&host, &roots, &["pods"]))
+        .map_err(Unknown)?;
     let node = opts.node.name_or(|| host.hostname())?;
     let probe = opts.probe_timeout;
 
     ctx.stage("listing the registration sockets and CSI volumes under the kubelet root");
-    let sockets = csi::registration_sockets(&host, &roots).map_err(Unknown)?;
-    let (mounts, mount_errors) = csi::mount_uses(&host, &roots);
+    let sockets = node::privilege::elevated_if(own, || csi::registration_sockets(&host, &roots))
+        .map_err(Unknown)?;
+    let (mounts, mount_errors) =
+        node::privilege::elevated_if(own, || csi::mount_uses(&host, &roots));
 
     // Round 1: each registration socket, GetInfo then the endpoint it names.
     ctx.stage(format!("calling {} registration sockets", sockets.len()));
@@ -122,20 +133,22 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
         .map(|(_, sock)| {
             let (host, roots, sock) = (host.clone(), roots.clone(), sock.clone());
             Box::new(move || {
-                let info = csi::get_info(&host, &roots, &sock, deadline);
-                let calls = match &info {
-                    Ok(i) if i.type_ == "CSIPlugin" => {
-                        let endpoint = endpoint_of(&i.endpoint, &sock);
-                        let r = csi::identity(&host, &roots, &endpoint, deadline);
-                        Some(DriverCalls {
-                            driver: i.name.clone(),
-                            endpoint: endpoint.display().to_string(),
-                            result: r,
-                        })
-                    }
-                    _ => None,
-                };
-                (Some(info), calls)
+                node::privilege::elevated_if(own, || {
+                    let info = csi::get_info(&host, &roots, &sock, deadline);
+                    let calls = match &info {
+                        Ok(i) if i.type_ == "CSIPlugin" => {
+                            let endpoint = endpoint_of(&i.endpoint, &sock);
+                            let r = csi::identity(&host, &roots, &endpoint, deadline);
+                            Some(DriverCalls {
+                                driver: i.name.clone(),
+                                endpoint: endpoint.display().to_string(),
+                                result: r,
+                            })
+                        }
+                        _ => None,
+                    };
+                    (Some(info), calls)
+                })
             }) as Job
         })
         .collect();
@@ -192,7 +205,9 @@ pub fn gather(opts: &Opts, ctx: &Ctx) -> Result<Data, Unknown> {
                 let (host, roots, d) = (host.clone(), roots.clone(), d.clone());
                 let endpoint = csi::default_endpoint(&root, &d);
                 Box::new(move || {
-                    let r = csi::identity(&host, &roots, &endpoint, deadline);
+                    let r = node::privilege::elevated_if(own, || {
+                        csi::identity(&host, &roots, &endpoint, deadline)
+                    });
                     (
                         None,
                         Some(DriverCalls {

@@ -150,8 +150,18 @@ pub fn mount_uses(host: &Host, roots: &[PathBuf]) -> (Vec<MountUse>, Vec<String>
         for pod in rd.flatten() {
             let uid = pod.file_name().to_string_lossy().into_owned();
             let csi = pods.join(&uid).join("volumes/kubernetes.io~csi");
-            let Ok(vols) = std::fs::read_dir(host.mount_path(&csi)) else {
-                continue;
+            let vols = match std::fs::read_dir(host.mount_path(&csi)) {
+                Ok(v) => v,
+                // A pod without CSI volumes.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    errors.push(format!(
+                        "cannot read {}: {}",
+                        csi.display(),
+                        plugin::errtext(&e)
+                    ));
+                    continue;
+                }
             };
             for v in vols.flatten() {
                 if out.len() >= MOUNTS_MAX {
