@@ -44,16 +44,7 @@ pub(crate) fn step(f: &Finding, host: Option<&str>) -> String {
         ),
         None => format!(
             "{on}see the kubelet's volume errors: {}",
-            cmd(&[
-                "sudo",
-                "journalctl",
-                "-u",
-                "kubelet",
-                "--since",
-                "-1h",
-                "--grep",
-                "NestedPendingOperations"
-            ])
+            plugin::next::kubelet_journal("NestedPendingOperations")
         ),
     };
     let refs = refs_in(error);

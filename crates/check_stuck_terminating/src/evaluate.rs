@@ -201,16 +201,7 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
                 if t.finalizers.is_empty() {
                     format!(
                         "; on {node}, the kubelet's view of its teardown: {}",
-                        plugin::next::cmd(&[
-                            "sudo",
-                            "journalctl",
-                            "-u",
-                            "kubelet",
-                            "--since",
-                            "-1h",
-                            "--grep",
-                            &t.uid
-                        ])
+                        plugin::next::kubelet_journal(&t.uid)
                     )
                 } else {
                     format!(

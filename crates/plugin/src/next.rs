@@ -43,6 +43,21 @@ pub fn commands(line: &str) -> Vec<&str> {
     line.split('`').skip(1).step_by(2).collect()
 }
 
+/// The kubelet's journal of the last hour, filtered: `sudo journalctl -u kubelet --since -1h
+/// --grep PATTERN` (the next step of every check that sends the operator to the kubelet's log).
+pub fn kubelet_journal(pattern: &str) -> String {
+    cmd(&[
+        "sudo",
+        "journalctl",
+        "-u",
+        "kubelet",
+        "--since",
+        "-1h",
+        "--grep",
+        pattern,
+    ])
+}
+
 /// `kubectl cordon NODE`, the step before moving pods off a node with broken storage, with the
 /// `kubectl uncordon NODE` that ends it once the node is repaired.
 pub fn cordon(node: &str) -> String {
