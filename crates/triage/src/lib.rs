@@ -10,6 +10,7 @@
 //! as their dependencies: docs/triage.md).
 #![forbid(unsafe_code)]
 
+pub mod alertmanager;
 pub mod answer;
 pub mod chain;
 pub mod rules;
