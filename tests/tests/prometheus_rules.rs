@@ -75,7 +75,7 @@ fn both_forms_pass_promtool_check_rules() {
     }
     let out = promtool(&["check", "rules", "k8s-storage-checks.rules.yml"], &dir());
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains("SUCCESS: 12 rules found"), "{out:?}");
+    assert!(out.stdout.contains("SUCCESS: 13 rules found"), "{out:?}");
     // The manifest's spec, as Prometheus would load it.
     let tmp = tempfile::tempdir().unwrap();
     let spec = &yaml(&dir().join("prometheusrule.yaml"))["spec"];
@@ -86,7 +86,7 @@ fn both_forms_pass_promtool_check_rules() {
     .unwrap();
     let out = promtool(&["check", "rules", "spec.yml"], tmp.path());
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains("SUCCESS: 12 rules found"), "{out:?}");
+    assert!(out.stdout.contains("SUCCESS: 13 rules found"), "{out:?}");
 }
 
 #[test]
@@ -239,7 +239,7 @@ fn a_real_checks_answer_pages_through_the_rules_with_its_subject_labels() {
         s
     };
     let test = format!(
-        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n      - eval_time: 12m\n        alertname: K8sStorageFindingCritical\n        exp_alerts:\n          - exp_labels:\n{c}            exp_annotations:\n              summary: 'crashloop on node k8s03 (check_jiva_rep_crashloop)'\n              description: 'check_jiva_rep_crashloop found crashloop (CRITICAL) on node k8s03: PV {PV}. Pod openebs/{PV}-jiva-rep-1. Run `check_jiva_rep_crashloop -v` on the node for the finding and its next step.'\n              runbook_url: '{rb}/K8sStorageFindingCritical.md'\n      - eval_time: 12m\n        alertname: K8sStorageFindingWarning\n        exp_alerts:\n          - exp_labels:\n{w}            exp_annotations:\n              summary: 'degraded_redundancy on node k8s03 (check_jiva_rep_crashloop)'\n              description: 'check_jiva_rep_crashloop found degraded_redundancy (WARNING) on node k8s03: PV {PV}. No claim or pod name known this run (the alert stays). Run `check_jiva_rep_crashloop -v` on the node for the finding and its next step.'\n              runbook_url: '{rb}/K8sStorageFindingWarning.md'\n      - eval_time: 12m\n        alertname: K8sStorageCheckCritical\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageFindingsOmitted\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageCheckSlow\n        exp_alerts: []\n",
+        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n      - eval_time: 12m\n        alertname: K8sStorageFindingCritical\n        exp_alerts:\n          - exp_labels:\n{c}            exp_annotations:\n              summary: 'crashloop on node k8s03 (check_jiva_rep_crashloop)'\n              description: 'check_jiva_rep_crashloop found crashloop (CRITICAL) on node k8s03: PV {PV}. Pod openebs/{PV}-jiva-rep-1. Run `check_jiva_rep_crashloop -v` on the node for the finding and its next step.'\n              runbook_url: '{rb}/K8sStorageFindingCritical.md'\n              chain: 'Layer: replica. While it fires critical, it holds back the alerts of what it can cause: degraded, storage system (pv). The rules: docs/triage.md; the whole chain on the node: `k8s-storage-checks triage`.'\n      - eval_time: 12m\n        alertname: K8sStorageFindingWarning\n        exp_alerts:\n          - exp_labels:\n{w}            exp_annotations:\n              summary: 'degraded_redundancy on node k8s03 (check_jiva_rep_crashloop)'\n              description: 'check_jiva_rep_crashloop found degraded_redundancy (WARNING) on node k8s03: PV {PV}. No claim or pod name known this run (the alert stays). Run `check_jiva_rep_crashloop -v` on the node for the finding and its next step.'\n              runbook_url: '{rb}/K8sStorageFindingWarning.md'\n              chain: 'Layer: degraded. Held back while a critical alert of what can cause it fires on the same subject: replica (pv). While it fires critical, it holds back the alerts of what it can cause: storage system (pv). The rules: docs/triage.md; the whole chain on the node: `k8s-storage-checks triage`.'\n      - eval_time: 12m\n        alertname: K8sStorageCheckCritical\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageFindingsOmitted\n        exp_alerts: []\n      - eval_time: 12m\n        alertname: K8sStorageCheckSlow\n        exp_alerts: []\n",
         rules = dir().join("k8s-storage-checks.rules.yml").display(),
         rb = runbook_base(),
         c = exp(crit[0], "critical"),
@@ -317,7 +317,7 @@ fn every_alert_links_its_runbook_and_the_runbook_exists() {
             n += 1;
         }
     }
-    assert_eq!(n, 12);
+    assert_eq!(n, 13);
     // Another base: every link moves, nothing else changes.
     let other = "file:///srv/k8s-storage-checks/runbooks";
     let out = Cmd::new(dir().join("generate"))
@@ -339,7 +339,7 @@ fn every_alert_links_its_runbook_and_the_runbook_exists() {
         out.stdout
             .matches(&format!("runbook_url: '{other}/"))
             .count(),
-        12
+        13
     );
     assert!(!out.stdout.contains(&base));
 }

@@ -237,14 +237,20 @@ pub fn neighbours(signal: &str) -> (Vec<(Group, Vec<Key>)>, Vec<(Group, Vec<Key>
     (causes, effects)
 }
 
+/// `a, b (pv), c (node)`: groups in order, the keys said once after a run of groups that
+/// share them.
 fn groups_text(v: &[(Group, Vec<Key>)]) -> String {
-    v.iter()
-        .map(|(g, keys)| {
+    let mut parts: Vec<String> = Vec::new();
+    for (i, (g, keys)) in v.iter().enumerate() {
+        let last_of_run = v.get(i + 1).is_none_or(|(_, next)| next != keys);
+        if last_of_run {
             let k: Vec<&str> = keys.iter().map(|k| k.name()).collect();
-            format!("{} ({})", g.name, k.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+            parts.push(format!("{} ({})", g.name, k.join(", ")));
+        } else {
+            parts.push(g.name.to_string());
+        }
+    }
+    parts.join(", ")
 }
 
 /// What the `chain` annotation says for a signal (empty when no rule knows it).
@@ -329,6 +335,43 @@ mod tests {
              K8S_STORAGE_CHECKS_WRITE_INHIBIT=1 cargo test -p triage alertmanager",
             p.display()
         );
+    }
+
+    /// The `chain:` line of the finding alerts in the rules file (YAML, single-quoted).
+    fn chain_line() -> String {
+        format!("          chain: '{}'", chain_annotation().replace('\'', "''"))
+    }
+
+    #[test]
+    fn the_finding_alerts_chain_annotation_is_the_rendering_of_the_rules() {
+        let p = shipped("k8s-storage-checks.rules.yml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let want = chain_line();
+        let rewritten: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("          chain: ") {
+                    want.clone()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        let rewritten = rewritten.join("\n") + "\n";
+        if std::env::var_os("K8S_STORAGE_CHECKS_WRITE_INHIBIT").is_some() {
+            std::fs::write(&p, &rewritten).unwrap();
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        // K8sStorageFindingCritical, Warning and Unknown.
+        assert_eq!(
+            text.lines().filter(|l| *l == want).count(),
+            3,
+            "{}: the finding alerts' chain annotation is not alertmanager::chain_annotation(): \
+             rewrite it with K8S_STORAGE_CHECKS_WRITE_INHIBIT=1 cargo test -p triage alertmanager, \
+             then deploy/prometheus/generate > deploy/prometheus/prometheusrule.yaml",
+            p.display()
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("          chain: ")).count(), 3);
     }
 
     #[test]
@@ -488,7 +531,7 @@ mod tests {
         let t = chain_text("journal_abort");
         assert!(t.starts_with("Layer: filesystem."), "{t}");
         assert!(t.contains("iSCSI session (session, device, pv)"), "{t}");
-        assert!(t.contains("remount (device, pv)"), "{t}");
+        assert!(t.contains("remount, mount, kubelet, pod (device, pv)"), "{t}");
         let root = chain_text("session_recovery_timed_out");
         assert!(root.contains("storage system (pv, pod)"), "{root}");
         assert!(chain_text("sysfs_unreadable").is_empty());
