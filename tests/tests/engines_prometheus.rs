@@ -7,7 +7,7 @@
 //! (`group_wait` 30s, `group_interval` 5m, `repeat_interval` 3h from
 //! /etc/prometheus/alertmanager.yml; Alertmanager's own defaults without it), scaled like every
 //! other interval, plus only what the shipped route (`deploy/prometheus/alertmanager-route.yml`)
-//! sets. Each incident's real fault must page keyed on the finding's identity (check, node, pv or
+//! and inhibit rules (`deploy/prometheus/alertmanager-inhibit.yml`, issue 32) set. Each incident's real fault must page keyed on the finding's identity (check, node, pv or
 //! pod) with the names in the description, and resolve when it is removed; the resolution arrives
 //! at the group's next flush (up to `group_interval`), which the time-to-resolved figures include.
 //! Scenarios beyond one fault: the pod/PVC name lookup failing while the read-only volume pages
@@ -27,9 +27,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const NODE_EXPORTER: &str = "prometheus-node-exporter";
-const PROMETHEUS: &str = "prometheus";
-const ALERTMANAGER: &str = "prometheus-alertmanager";
+pub(crate) const NODE_EXPORTER: &str = "prometheus-node-exporter";
+pub(crate) const PROMETHEUS: &str = "prometheus";
+pub(crate) const ALERTMANAGER: &str = "prometheus-alertmanager";
 
 /// Scale every `for: <duration>` of a rules file: a minute becomes `minute` seconds.
 fn scale_rules(text: &str, minute: u32) -> String {
@@ -94,7 +94,7 @@ fn shipped_rules() -> Vec<PathBuf> {
     v
 }
 
-fn http_get(url: &str) -> Option<Value> {
+pub(crate) fn http_get(url: &str) -> Option<Value> {
     let out = Cmd::new("curl").args(["-sS", "--max-time", "5", url]).run();
     if out.code != 0 {
         return None;
@@ -106,7 +106,7 @@ fn http_get(url: &str) -> Option<Value> {
 /// repeat_interval) in seconds and where they come from. Debian's package installs
 /// /etc/prometheus/alertmanager.yml (30s, 5m, 3h); without it, Alertmanager's defaults (30s, 5m,
 /// 4h).
-fn stock_am_timers() -> ((f64, f64, f64), &'static str) {
+pub(crate) fn stock_am_timers() -> ((f64, f64, f64), &'static str) {
     let defaults = (30.0, 300.0, 4.0 * 3600.0);
     let Ok(text) = std::fs::read_to_string("/etc/prometheus/alertmanager.yml") else {
         return (defaults, "Alertmanager's defaults");
@@ -131,7 +131,7 @@ fn stock_am_timers() -> ((f64, f64, f64), &'static str) {
 
 /// A duration scaled like the test's intervals (a minute becomes `iv.rule_minute` seconds), in
 /// milliseconds as Alertmanager reads them.
-fn scaled_ms(secs: f64, iv: Intervals) -> String {
+pub(crate) fn scaled_ms(secs: f64, iv: Intervals) -> String {
     format!(
         "{}ms",
         ((secs * iv.rule_minute as f64 / 60.0) * 1000.0)
@@ -141,14 +141,15 @@ fn scaled_ms(secs: f64, iv: Intervals) -> String {
 }
 
 /// group_interval as the test runs it, seconds.
-fn scaled_group_interval(iv: Intervals) -> f64 {
+pub(crate) fn scaled_group_interval(iv: Intervals) -> f64 {
     stock_am_timers().0 .1 * iv.rule_minute as f64 / 60.0
 }
 
 /// The Alertmanager configuration of the test: the stock root route's timers (scaled), a root
 /// receiver that receives nothing, and the shipped route verbatim under it, its receiver the
-/// test's webhook (send_resolved as webhooks default: true).
-fn alertmanager_config(webhook: &str, iv: Intervals) -> String {
+/// test's webhook (send_resolved as webhooks default: true); the stock inhibit rules (Debian's
+/// file has one) followed by the shipped ones (`deploy/prometheus/alertmanager-inhibit.yml`).
+pub(crate) fn alertmanager_config(webhook: &str, iv: Intervals) -> String {
     use serde_yaml_ng::{Mapping, Value as Y};
     let ((gw, gi, ri), _) = stock_am_timers();
     let shipped = workspace_root().join("deploy/prometheus/alertmanager-route.yml");
@@ -180,11 +181,28 @@ fn alertmanager_config(webhook: &str, iv: Intervals) -> String {
     cfg.as_mapping_mut()
         .unwrap()
         .insert("route".into(), Y::Mapping(root));
+    let mut inhibit = Vec::new();
+    if let Ok(text) = std::fs::read_to_string("/etc/prometheus/alertmanager.yml") {
+        let stock: Y = serde_yaml_ng::from_str(&text).expect("Debian's alertmanager.yml");
+        inhibit.extend(stock["inhibit_rules"].as_sequence().cloned().unwrap_or_default());
+    }
+    let shipped = workspace_root().join("deploy/prometheus/alertmanager-inhibit.yml");
+    let ours: Y = serde_yaml_ng::from_str(&std::fs::read_to_string(&shipped).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", shipped.display()));
+    inhibit.extend(
+        ours["inhibit_rules"]
+            .as_sequence()
+            .cloned()
+            .expect("the shipped inhibit_rules"),
+    );
+    cfg.as_mapping_mut()
+        .unwrap()
+        .insert("inhibit_rules".into(), Y::Sequence(inhibit));
     serde_yaml_ng::to_string(&cfg).unwrap()
 }
 
 /// An instant query's result vector (None: Prometheus did not answer or the query failed).
-fn prom_query(port: u16, q: &str) -> Option<Vec<Value>> {
+pub(crate) fn prom_query(port: u16, q: &str) -> Option<Vec<Value>> {
     let out = Cmd::new("curl")
         .args(["-sS", "--max-time", "5", "-G"])
         .arg(format!("http://127.0.0.1:{port}/api/v1/query"))
@@ -195,17 +213,28 @@ fn prom_query(port: u16, q: &str) -> Option<Vec<Value>> {
     (v["status"] == "success").then(|| v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
-struct Stack {
+pub(crate) struct Stack {
     _runner: Daemon,
     _node_exporter: Daemon,
     prometheus: Daemon,
     alertmanager: Daemon,
-    prom_port: u16,
+    pub(crate) prom_port: u16,
+    pub(crate) am_port: u16,
     textfile_dir: PathBuf,
 }
 
 impl Stack {
     fn start(node: &Node, iv: Intervals, hook: &Webhook) -> Stack {
+        Stack::start_with(node, iv, hook, node.textfile_checks())
+    }
+
+    /// The stack with the runner's `--check` lines `checks`.
+    pub(crate) fn start_with(
+        node: &Node,
+        iv: Intervals,
+        hook: &Webhook,
+        checks: Vec<String>,
+    ) -> Stack {
         let w = node.work.path().join("prom");
         let textfile_dir = w.join("textfile");
         std::fs::create_dir_all(&textfile_dir).unwrap();
@@ -222,7 +251,7 @@ impl Stack {
             .arg(&node.plugin_dir)
             .arg("--kill-after")
             .arg("30s");
-        for c in node.textfile_checks() {
+        for c in checks {
             cmd.arg("--check").arg(c);
         }
         let runner = Daemon::start("textfile runner", cmd, &w.join("runner.log"));
@@ -300,6 +329,7 @@ impl Stack {
             prometheus,
             alertmanager,
             prom_port,
+            am_port,
             textfile_dir,
         };
         let limit = Duration::from_secs(60);
@@ -322,7 +352,7 @@ impl Stack {
     }
 
     /// `k8s_storage_check_status` by check, as Prometheus scraped it.
-    fn statuses(&self) -> Vec<(String, f64)> {
+    pub(crate) fn statuses(&self) -> Vec<(String, f64)> {
         let Some(v) = http_get(&format!(
             "http://127.0.0.1:{}/api/v1/query?query=k8s_storage_check_status",
             self.prom_port
@@ -357,7 +387,7 @@ impl Stack {
             .cloned()
     }
 
-    fn context(&self, hook: &Webhook) -> String {
+    pub(crate) fn context(&self, hook: &Webhook) -> String {
         let files: Vec<String> = std::fs::read_dir(&self.textfile_dir)
             .map(|d| {
                 d.filter_map(|e| e.ok())
@@ -386,7 +416,7 @@ impl Stack {
     }
 }
 
-fn label<'a>(a: &'a Value, k: &str) -> &'a str {
+pub(crate) fn label<'a>(a: &'a Value, k: &str) -> &'a str {
     a["labels"][k].as_str().unwrap_or("")
 }
 

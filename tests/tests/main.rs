@@ -85,3 +85,6 @@ mod add_a_check;
 mod check_shape;
 // Issue 32: one incident, one chain.
 mod triage;
+
+// Issue 32: one page per chain on the Prometheus path (Alertmanager inhibit rules).
+mod engines_chains_prometheus;
