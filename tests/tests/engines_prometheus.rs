@@ -184,7 +184,12 @@ pub(crate) fn alertmanager_config(webhook: &str, iv: Intervals) -> String {
     let mut inhibit = Vec::new();
     if let Ok(text) = std::fs::read_to_string("/etc/prometheus/alertmanager.yml") {
         let stock: Y = serde_yaml_ng::from_str(&text).expect("Debian's alertmanager.yml");
-        inhibit.extend(stock["inhibit_rules"].as_sequence().cloned().unwrap_or_default());
+        inhibit.extend(
+            stock["inhibit_rules"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default(),
+        );
     }
     let shipped = workspace_root().join("deploy/prometheus/alertmanager-inhibit.yml");
     let ours: Y = serde_yaml_ng::from_str(&std::fs::read_to_string(&shipped).unwrap())

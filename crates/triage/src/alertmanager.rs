@@ -339,7 +339,10 @@ mod tests {
 
     /// The `chain:` line of the finding alerts in the rules file (YAML, single-quoted).
     fn chain_line() -> String {
-        format!("          chain: '{}'", chain_annotation().replace('\'', "''"))
+        format!(
+            "          chain: '{}'",
+            chain_annotation().replace('\'', "''")
+        )
     }
 
     #[test]
@@ -371,7 +374,12 @@ mod tests {
              then deploy/prometheus/generate > deploy/prometheus/prometheusrule.yaml",
             p.display()
         );
-        assert_eq!(text.lines().filter(|l| l.starts_with("          chain: ")).count(), 3);
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("          chain: "))
+                .count(),
+            3
+        );
     }
 
     #[test]
@@ -394,8 +402,7 @@ mod tests {
             // Every label compared is one the source must have (or the scrape target's).
             for l in &r.equal {
                 assert!(
-                    SAME_NODE.contains(&l.as_str())
-                        || r.source.contains(&format!("{l} =~ \".+\"")),
+                    SAME_NODE.contains(&l.as_str()) || r.source.contains(&format!("{l} =~ \".+\"")),
                     "{l} may be missing on the source of {r:?}"
                 );
             }
@@ -410,12 +417,7 @@ mod tests {
         // An alert as Alertmanager sees it: labels; does any rule inhibit `target` with
         // `source` firing (the matcher syntax this module writes, evaluated here)?
         fn matches(m: &str, labels: &[(&str, &str)]) -> bool {
-            let get = |k: &str| {
-                labels
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map_or("", |(_, v)| *v)
-            };
+            let get = |k: &str| labels.iter().find(|(n, _)| *n == k).map_or("", |(_, v)| *v);
             if let Some((k, v)) = m.split_once(" =~ ") {
                 let v = v.trim_matches('"').replace(
                     TARGET_ALERTS,
@@ -531,7 +533,10 @@ mod tests {
         let t = chain_text("journal_abort");
         assert!(t.starts_with("Layer: filesystem."), "{t}");
         assert!(t.contains("iSCSI session (session, device, pv)"), "{t}");
-        assert!(t.contains("remount, mount, kubelet, pod (device, pv)"), "{t}");
+        assert!(
+            t.contains("remount, mount, kubelet, pod (device, pv)"),
+            "{t}"
+        );
         let root = chain_text("session_recovery_timed_out");
         assert!(root.contains("storage system (pv, pod)"), "{root}");
         assert!(chain_text("sysfs_unreadable").is_empty());
