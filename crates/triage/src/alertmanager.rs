@@ -197,10 +197,13 @@ const HEADER: &str = "\
 # not an AlertmanagerConfig resource, which adds a matcher on its own namespace to every rule.
 ";
 
+/// Groups, bottom up, each with every key that joins it.
+pub type Joined = Vec<(Group, Vec<Key>)>;
+
 /// The layers a signal can be caused by and can cause, from the rules: (cause group, keys) and
 /// (effect group, keys), groups bottom up, each once with every key that joins it.
-pub fn neighbours(signal: &str) -> (Vec<(Group, Vec<Key>)>, Vec<(Group, Vec<Key>)>) {
-    fn add(v: &mut Vec<(Group, Vec<Key>)>, g: Group, keys: &[Key]) {
+pub fn neighbours(signal: &str) -> (Joined, Joined) {
+    fn add(v: &mut Joined, g: Group, keys: &[Key]) {
         let i = match v.iter().position(|(x, _)| x.name == g.name) {
             Some(i) => i,
             None => {
