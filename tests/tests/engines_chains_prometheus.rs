@@ -174,6 +174,25 @@ fn notified(hook: &Webhook) -> Vec<Value> {
         .collect()
 }
 
+/// Post the sentinel alert to Alertmanager (see the module doc).
+fn post_sentinel(am: u16) {
+    let sentinel = json!([{"labels": {"alertname": SENTINEL, "node": "sentinel"}}]);
+    let post = Cmd::new("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "--max-time",
+            "5",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+        ])
+        .arg(sentinel.to_string())
+        .arg(format!("http://127.0.0.1:{am}/api/v2/alerts"))
+        .run();
+    assert_eq!(post.code, 0, "{post:?}");
+}
+
 fn set_iscsi(sysfs: &Sysfs, s: &Session, state: &str, conn: &str, lun: &str) {
     std::fs::write(sysfs.session_attrs(s).join("state"), format!("{state}\n")).unwrap();
     std::fs::write(sysfs.conn_attrs(s).join("state"), format!("{conn}\n")).unwrap();
@@ -340,6 +359,18 @@ fn prometheus_alertmanager_page_once_per_chain_for_the_storage_cascade() {
         .find(|x| is_check(x, "check_stuck_terminating"))
         .unwrap();
     assert_eq!(label(stuck, "pod"), EXT4_POD, "{stuck:#}");
+    let pod_alerts: Vec<&Value> = held
+        .iter()
+        .filter(|x| label(x, "alertname") == "K8sStorageFindingPod" && label(x, "pod") == EXT4_POD)
+        .collect();
+    assert!(
+        stuck["status"]["inhibitedBy"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| pod_alerts.iter().any(|p| p["fingerprint"] == *f)),
+        "the stuck pod is held by its volume's pod alerts: {stuck:#}\n{pod_alerts:#?}"
+    );
     for p in held
         .iter()
         .filter(|x| label(x, "alertname") == "K8sStorageFindingPod")
@@ -353,20 +384,7 @@ fn prometheus_alertmanager_page_once_per_chain_for_the_storage_cascade() {
         .expect("the root in Alertmanager");
     assert_eq!(r["status"]["state"], "active", "{r:#}");
     // By the sentinel's notification, every dependent group has had its first flush.
-    let sentinel = json!([{"labels": {"alertname": SENTINEL, "node": "sentinel"}}]);
-    let post = Cmd::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "5",
-            "-H",
-            "Content-Type: application/json",
-            "-d",
-        ])
-        .arg(sentinel.to_string())
-        .arg(format!("http://127.0.0.1:{am}/api/v2/alerts"))
-        .run();
-    assert_eq!(post.code, 0, "{post:?}");
+    post_sentinel(am);
     let took = wait_for(
         "the sentinel at the receiver",
         limit,
@@ -472,6 +490,273 @@ fn prometheus_alertmanager_page_once_per_chain_for_the_storage_cascade() {
         ctx()
     );
     println!("chains test took {:?}", started.elapsed());
+    let marker = node.work.path().to_string_lossy().into_owned();
+    drop(stack);
+    drop(hook);
+    drop(node);
+    let left = e2e::fuse::processes_with(&marker);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+/// The kubelet retrying the UnmountDevice of `pv` at its maximum backoff, the last failure now
+/// (three failures 2m2s apart), appended to the node's kubelet log.
+fn kubelet_backoff(node: &Node, pv: &str) {
+    let now = e2e::logs::now_secs();
+    let mut text = String::new();
+    for k in [2, 1, 0] {
+        let t = now - 122 * k;
+        let msg = e2e::logs::nested_op_msg(
+            t,
+            FUSE_DRIVER,
+            pv,
+            "",
+            122_000,
+            &e2e::logs::mount_refs_err(FUSE_DRIVER, pv, NODE),
+        );
+        text.push_str(&e2e::logs::json_line(t, &msg));
+        text.push('\n');
+    }
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&node.kubelet_log)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+const FUSE_DRIVER: &str = "driver.longhorn.io";
+/// The workspace pods stuck after scheduling (the stale-CSI incident's three).
+const STUCK_PODS: [&str; 3] = ["ws-b70553ae", "ws-ebafc5da", "ws-d048256b"];
+
+/// The stale-CSI incident on one node: the CSI mount of a volume goes stale (its FUSE daemon
+/// killed), the kubelet's volume operation on it stays in backoff, and the node's queue holds the
+/// set-up of three new pods (stuck after scheduling). Only the stale mount pages; the kubelet's
+/// alert (same PV) and the pods' (the kubelet's queue: the same node) are held back. When the
+/// mount is served again, the kubelet's backoff (still in its log window) pages next while the
+/// pods stay held behind it; when it ages out, the pods (still stuck) page.
+#[test]
+fn prometheus_alertmanager_page_once_per_chain_for_the_stale_csi_mount() {
+    let t = "prometheus_alertmanager_page_once_per_chain_for_the_stale_csi_mount";
+    if !need_root(t)
+        || !need_tool(t, NODE_EXPORTER)
+        || !need_tool(t, PROMETHEUS)
+        || !need_tool(t, "promtool")
+        || !need_tool(t, ALERTMANAGER)
+        || !need_tool(t, "amtool")
+        || !need_tool(t, "curl")
+        || !need_tool(t, "bindfs")
+    {
+        return;
+    }
+    use e2e::engines::{Incident, FUSE_PV, LOG_AGE_OUT, STUCK_NS};
+    let _machine = e2e::exclusive();
+    let started = Instant::now();
+    let iv = Intervals::from_env();
+    let mut node = Node::new();
+    let hook = Webhook::start();
+    // The engines' four checks with the shipped command lines (stale mounts, the kubelet's log,
+    // pods stuck after scheduling, read-only volumes), as the role renders them with the node's
+    // name set (k8s_storage_checks_node_name): the read-only check gets `--node` too.
+    let checks: Vec<String> = node
+        .textfile_checks()
+        .into_iter()
+        .map(|c| {
+            if c.starts_with("check_ro_pvc_mounts ") {
+                format!("{c} --node {NODE}")
+            } else {
+                c
+            }
+        })
+        .collect();
+    let stack = Stack::start_with(&node, iv, &hook, checks);
+    let (prom, am) = (stack.prom_port, stack.am_port);
+    let ctx = || {
+        format!(
+            "{}\nalertmanager: {:#}",
+            stack.context(&hook),
+            Value::Array(am_alerts(am))
+        )
+    };
+    let limit = Duration::from_secs(60);
+    let gi = Duration::from_secs_f64(scaled_group_interval(iv));
+    let took = wait_for(
+        "every check scraped as OK",
+        limit,
+        || {
+            let s = stack.statuses();
+            e2e::engines::CHECKS
+                .iter()
+                .all(|c| s.iter().any(|(n, v)| n == c && *v == 0.0))
+        },
+        ctx,
+    );
+    println!("every check scraped as OK: {took:?}");
+
+    // 1. The root: the volume's CSI mount goes stale.
+    node.inject(Incident::FuseDead);
+    let took = wait_for(
+        "the stale mount's alert at the receiver",
+        limit,
+        || {
+            notified(&hook)
+                .iter()
+                .any(|a| a["status"] == "firing" && is_check(a, "check_stale_csi_mounts"))
+        },
+        ctx,
+    );
+    println!("the stale mount's alert at the receiver: {took:?}");
+    let root = notified(&hook)
+        .into_iter()
+        .find(|a| is_check(a, "check_stale_csi_mounts"))
+        .unwrap();
+    assert_eq!(label(&root, "pv"), FUSE_PV, "{root:#}");
+    let root_fp = root["fingerprint"].as_str().unwrap().to_string();
+    // The dead mount is the chain's root as two checks see it (the stale CSI mount, and the
+    // read-only check's I/O error on it): one layer, one PV, one node, so one group of the shipped
+    // route (a second alert joining a group that already paged is sent at its next flush).
+    let roots = || -> Vec<String> {
+        notified(&hook)
+            .iter()
+            .filter(|a| {
+                label(a, "pv") == FUSE_PV && label(a, "alertname") == "K8sStorageFindingCritical"
+            })
+            .filter(|a| {
+                is_check(a, "check_stale_csi_mounts")
+                    || (is_check(a, "check_ro_pvc_mounts")
+                        && label(a, "signal") == "mount_io_error")
+            })
+            .map(|a| a["fingerprint"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+
+    // 2. The kubelet cannot unmount it and backs off; then the node's queue holds three new
+    // pods (their alerts are held by the kubelet's, which must fire first: Alertmanager
+    // decides at each group's flush).
+    kubelet_backoff(&node, FUSE_PV);
+    let took = wait_for(
+        "the kubelet's alert firing and suppressed",
+        limit,
+        || {
+            am_alerts(am).iter().any(|x| {
+                is_check(x, "check_kubelet_nested_ops")
+                    && label(x, "alertname") == "K8sStorageFindingCritical"
+                    && x["status"]["state"] == "suppressed"
+            })
+        },
+        ctx,
+    );
+    println!("the kubelet's alert firing and suppressed: {took:?}");
+    let mut pods = vec![radarr_pod(None), fuse_pod()];
+    for p in STUCK_PODS {
+        pods.push(e2e::apiserver::fixtures::scheduled_no_status(
+            STUCK_NS,
+            p,
+            NODE,
+            11 * 60,
+        ));
+    }
+    node.api.set("pods", pods.clone());
+    let took = wait_for(
+        "the kubelet's and the pods' alerts firing and suppressed",
+        limit,
+        || {
+            let f = firing(prom);
+            let a = am_alerts(am);
+            let held = |c: &str, n: usize| {
+                f.iter().filter(|x| is_check(x, c)).count() == n
+                    && a.iter().filter(|x| is_check(x, c)).count() == n
+                    && a.iter().filter(|x| is_check(x, c)).all(|x| {
+                        x["status"]["state"] == "suppressed"
+                            && x["status"]["inhibitedBy"]
+                                .as_array()
+                                .is_some_and(|v| !v.is_empty())
+                    })
+            };
+            held("check_kubelet_nested_ops", 1) && held("check_stuck_scheduled", STUCK_PODS.len())
+        },
+        ctx,
+    );
+    println!("the kubelet's and the pods' alerts firing and suppressed: {took:?}");
+    post_sentinel(am);
+    wait_for(
+        "the sentinel at the receiver",
+        limit,
+        || {
+            hook.alerts()
+                .iter()
+                .any(|a| label(a, "alertname") == SENTINEL)
+        },
+        ctx,
+    );
+    let root_fps = roots();
+    let sent = notified(&hook);
+    assert!(
+        sent.iter()
+            .all(|a| root_fps.contains(&a["fingerprint"].as_str().unwrap_or("").to_string())),
+        "only the chain's root (the dead mount) notified; also notified: {:#?}\n{}",
+        sent.iter()
+            .filter(|a| !root_fps.contains(&a["fingerprint"].as_str().unwrap_or("").to_string()))
+            .collect::<Vec<_>>(),
+        ctx()
+    );
+    println!(
+        "{} notifications for the stale CSI chain, all of its root",
+        hook.bodies()
+            .iter()
+            .filter(|b| b["commonLabels"]["alertname"] != SENTINEL)
+            .count()
+    );
+
+    // 3. The mount is served again (the node plugin restarted) while the kubelet still retries:
+    // the kubelet's backoff pages now, the pods stay held behind it (the node's queue).
+    kubelet_backoff(&node, FUSE_PV);
+    let retried = Instant::now();
+    let seen = notified(&hook).len();
+    node.clear(Incident::FuseDead);
+    let took = wait_for(
+        "the stale mount's resolution and the kubelet's notification",
+        limit + gi,
+        || {
+            let n = notified(&hook);
+            let new = &n[seen..];
+            new.iter()
+                .any(|a| a["fingerprint"] == root_fp.as_str() && a["status"] == "resolved")
+                && new
+                    .iter()
+                    .any(|a| a["status"] == "firing" && is_check(a, "check_kubelet_nested_ops"))
+        },
+        ctx,
+    );
+    println!("the stale mount's resolution and the kubelet's notification: {took:?}");
+    assert!(
+        retried.elapsed() < LOG_AGE_OUT,
+        "the kubelet's failures aged out of the window before the mount recovered"
+    );
+    assert!(
+        !notified(&hook)
+            .iter()
+            .any(|a| is_check(a, "check_stuck_scheduled")),
+        "the pods paged while the kubelet's queue holds them: {}",
+        ctx()
+    );
+
+    // 4. The kubelet's failures age out of its log window; the pods, still stuck, page.
+    let took = wait_for(
+        "the stuck pods' notification once the kubelet's failures aged out",
+        LOG_AGE_OUT + limit + gi,
+        || {
+            notified(&hook)
+                .iter()
+                .filter(|a| a["status"] == "firing" && is_check(a, "check_stuck_scheduled"))
+                .count()
+                >= STUCK_PODS.len()
+        },
+        ctx,
+    );
+    println!("the stuck pods' notification once the kubelet's failures aged out: {took:?}");
+    println!("stale CSI chain test took {:?}", started.elapsed());
+    node.api.set("pods", pods[..2].to_vec());
     let marker = node.work.path().to_string_lossy().into_owned();
     drop(stack);
     drop(hook);
