@@ -15,6 +15,9 @@
 //! lost, while what they cause stays held; when those age out of the kernel log's window, the
 //! read-only PV, still read-only, is notified in turn: recovery releases the chain in order.
 //!
+//! The stale-CSI incident likewise (its own test): the dead CSI mount pages, the kubelet's backoff
+//! on that PV and the three pods its queue holds are held back, then released in that order.
+//!
 //! Alertmanager flushes a group `group_wait` after its first alert: a sentinel alert posted after
 //! the dependents reached Alertmanager is notified after their groups' first flush, so its arrival
 //! at the receiver is the moment by which a notification of theirs would have arrived.
