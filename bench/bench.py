@@ -50,6 +50,7 @@ class Scenario:
         self.reference = None
         self.notes = []
         self.wrapper = []  # argv that runs the launcher (e.g. in a mount namespace)
+        self.per = {}  # label: (items, "unit"): a note gives the CPU time per item
 
     def add(self, label, argv, reference=False, stdin=None, ref=None):
         if reference:
@@ -116,6 +117,7 @@ def extra_row(s, label, name, *args, **kw):
 
 def idle(args):
     s = Scenario("idle", "Idle node, every check: one run", "≤ 3× a static `true`, ≤ 4 MiB peak RSS")
+    s.rounds = args.rounds * 4  # runs of a millisecond: more rounds for a steady median under load
     s.add("static true (the floor)", [str(FLOOR / "true")], reference=True)
     s.add("/bin/true (dynamic glibc: the old reference)", ["/bin/true"])
     empty = OUT / "empty-kubelet"
@@ -254,6 +256,10 @@ def pods_json(args):
         s.notes.append("skipped: jq is the reference (apt-get install jq)")
         return s
     s.add("jq (same rule), stdin", ["jq", rule], stdin=str(f), reference=True)
+    s.per["jq (same rule), stdin"] = (n, "pod")
+    s.per["check_stuck_scheduled --pods-json - (stdin)"] = (n, "pod")
+    s.per["check_stuck_scheduled --pods-json FILE"] = (n, "pod")
+    s.per["check_stuck_scheduled --kubeconfig (loopback API, 500 per page)"] = (n, "pod")
     s.add("check_stuck_scheduled --pods-json - (stdin)", check("check_stuck_scheduled", "--pods-json", "-", "--all-nodes", "-t", "120"), stdin=str(f))
     extra_row(s, "check_stuck_scheduled --pods-json - (stdin)", "check_stuck_scheduled", "--pods-json", "-", "--all-nodes", "-t", "120", stdin=str(f))
     s.add("check_stuck_scheduled --pods-json FILE", check("check_stuck_scheduled", "--pods-json", str(f), "--all-nodes", "-t", "120"))
@@ -321,6 +327,8 @@ def kmsg(args):
         s.add(ref, ["grep", "-E", "-c", "-f", str(pats), str(log)], ref=ref)
         s.add(f"read() + line split, {n} records", [str(FLOOR / "floor_lines"), str(log)], ref=ref)
         kargs = ["--kmsg", str(log), "--no-names"]
+        s.per[f"check_storage_kernel_errors --window 0, {n} records"] = (n, "record")
+        s.per[ref] = (n, "record")
         s.add(f"check_storage_kernel_errors --window 0, {n} records", check("check_storage_kernel_errors", *kargs, "--window", "0", "-t", "60"), ref=ref)
         extra_row(s, f"check_storage_kernel_errors --window 0, {n} records", "check_storage_kernel_errors", *kargs, "--window", "0", "-t", "60", ref=ref)
         if n == big:
@@ -430,6 +438,11 @@ def main():
         if any(r[7] for r in rows):
             lines.append("")
             lines.append("The reference of each row is the **bold** row above it (for the ratios).")
+        per = [f"{label}: {cpu / s.per[label][0] * 1e6:.2f} µs" for label, _, cpu, *_ in rows if label in s.per]
+        if per:
+            unit = next(iter(s.per.values()))[1]
+            lines.append("")
+            lines.append(f"CPU time per {unit}: " + "; ".join(per) + ".")
         for n in s.notes:
             lines.append("")
             lines.append(n)
