@@ -426,7 +426,9 @@ def main():
         first = len(lines)
         lines.append(f"### {s.title}")
         lines.append("")
-        lines.append(f"Goal: {s.goal}. Rounds: {rounds}, interleaved (after one warm-up round). "
+        how = ("each run times the check itself" if isinstance(s, ScriptScenario)
+               else "interleaved (after one warm-up round)")
+        lines.append(f"Goal: {s.goal}. Rounds: {rounds}, {how}. "
                      f"Load average (1 min) {load0:.2f} at the start, {load1:.2f} at the end.")
         lines.append("")
         lines.append("| command | wall (median) | CPU (median) | vs reference, wall | vs reference, CPU | peak RSS | exit |")
