@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmarks: the cost of a check run, side by side with peers and limits (issue 8).
+"""Benchmarks: the cost of a check run, side by side with peers and limits (issue 8), and with
+the floor of the same work (issue 34).
 
 Every scenario runs its commands interleaved (round 1: A B C, round 2: A B C, ...) through
 bench/c/launch (a static C launcher: posix_spawn + wait4, no Python start-up in the figures) so
@@ -23,15 +24,15 @@ BIN = Path(os.environ.get("BENCH_BIN_DIR") or ROOT / "target" / "x86_64-unknown-
 # beside the musl ones so the choice of libc is measured, not asserted.
 GLIBC_BIN = Path(os.environ.get("BENCH_GLIBC_BIN_DIR") or ROOT / "target" / "x86_64-unknown-linux-gnu" / "release")
 STDOUT = OUT / "stdout"
+# bench/run compiles bench/c/*.c here: the launcher, and the floors (true, floor_lines,
+# floor_mounts) and mkmounts.
+LAUNCH = OUT / "bin" / "launch"
+FLOOR = OUT / "bin"
 sys.path.insert(0, str(ROOT / "bench"))
 
 
 def have(tool):
     return shutil.which(tool) is not None
-
-
-LAUNCH = OUT / "bin" / "launch"
-FLOOR = OUT / "bin"  # the C floors bench/run compiles (bench/c/*.c): true, floor_lines, floor_mounts
 
 
 def resolve(argv0):
