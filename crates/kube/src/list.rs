@@ -139,7 +139,7 @@ struct Scan<'a, R> {
     base: u64,
 }
 
-impl<'a, R: Read> Scan<'a, R> {
+impl<R: Read> Scan<'_, R> {
     fn data(&self) -> &[u8] {
         if self.streamed {
             &self.buf[..self.end]
@@ -238,7 +238,7 @@ impl<'a, R: Read> Scan<'a, R> {
     /// serde_json parses it from the buffer (its slice reader, which skips what `V` does not
     /// need in bulk) and says where it ended; a value cut by the end of the buffer (serde_json
     /// reports EOF) is parsed again once more of the stream is read.
-    fn parse<V: DeserializeOwned>(&mut self, what: &str) -> Result<V, Error> {
+    fn parse<V: DeserializeOwned>(&mut self, what: impl fmt::Display) -> Result<V, Error> {
         loop {
             let mut it =
                 serde_json::Deserializer::from_slice(&self.data()[self.pos..]).into_iter::<V>();
@@ -250,9 +250,9 @@ impl<'a, R: Read> Scan<'a, R> {
                     return Ok(v);
                 }
                 Some(Err(e)) if self.r.is_none() || !cut_by_end(&e, &self.data()[self.pos..]) => {
-                    return Err(Error::json(e, what, self.at()));
+                    return Err(Error::json(e, &what.to_string(), self.at()));
                 }
-                None if self.r.is_none() => return Err(Error::eof(what, self.at())),
+                None if self.r.is_none() => return Err(Error::eof(&what.to_string(), self.at())),
                 // Cut by the end of the buffer (or only white space in it): read on.
                 _ => {
                     self.more(self.pos)?;
@@ -342,7 +342,7 @@ where
         Some(_) => {
             // Not an object: serde_json says what it is (`<html>…`: expected value; `[1]`: a
             // sequence where a map was expected).
-            s.parse::<std::collections::HashMap<String, IgnoredAny>>("the document")?;
+            s.parse::<serde_json::Map<String, serde_json::Value>>("the document")?;
             return Err(Error::syntax("expected a list object", 0));
         }
         None => return Err(Error::eof("a value", s.at())),
@@ -373,7 +373,7 @@ where
                     meta.items += items(s, &mut f)?;
                 }
                 _ => {
-                    s.parse::<IgnoredAny>(&format!("`{key}`"))?;
+                    s.parse::<IgnoredAny>(format_args!("`{key}`"))?;
                 }
             }
             match s.peek()? {
@@ -412,7 +412,7 @@ where
         return Ok(0);
     }
     loop {
-        f(s.parse::<T>(&format!("item {n}"))?);
+        f(s.parse::<T>(format_args!("item {n}"))?);
         n += 1;
         match s.peek()? {
             Some(b',') => s.pos += 1,
