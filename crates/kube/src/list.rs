@@ -342,7 +342,7 @@ where
         Some(_) => {
             // Not an object: serde_json says what it is (`<html>…`: expected value; `[1]`: a
             // sequence where a map was expected).
-            s.parse::<serde_json::Map<String, serde_json::Value>>("the document")?;
+            s.parse::<AnObject>("the document")?;
             return Err(Error::syntax("expected a list object", 0));
         }
         None => return Err(Error::eof("a value", s.at())),
@@ -391,6 +391,26 @@ where
         return Err(Error::syntax("trailing characters", s.at()));
     }
     Ok(meta)
+}
+
+/// What a document that is not an object is told by: serde_json's error for it (`expected
+/// value` for `<html>…`, `invalid type: sequence, expected a Kubernetes list object` for `[1]`).
+struct AnObject;
+
+impl<'de> serde::Deserialize<'de> for AnObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AnObject, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = AnObject;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Kubernetes list object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<AnObject, A::Error> {
+                Ok(AnObject)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// The `items` array (or `null`), each item parsed as `T` and handed to `f`.
