@@ -1179,6 +1179,64 @@ mod tests {
         );
     }
 
+    /// Samples for the rules the other fixtures do not reach first, from the kernel's format
+    /// strings (see the module's sources).
+    const RULE_SAMPLES: &[&str] = &[
+        // fs/xfs/xfs_error.c `xfs_error_report`.
+        "XFS (sdc): Internal error xfs_trans_cancel at line 1097 of file fs/xfs/xfs_trans.c.  Caller xfs_efi_recover+0x17e/0x1a0 [xfs]",
+        // fs/xfs/xfs_log.c `xfs_log_mount`.
+        "XFS (sdc): log mount/recovery failed: error -5",
+        // ext3/ext4 `*_error` with the remount on the same record (continuation merged).
+        "EXT3-fs error (device sdb1): ext3_journal_start_sb: Detected aborted journal; Remounting filesystem read-only",
+    ];
+
+    /// Every rule — every signal's every pattern — is reached through the prefilter: each has a
+    /// sample in the corpus that it is the first rule to match (so the unfiltered path answers
+    /// with that rule), and the prefiltered path gives the same category and device. A rule the
+    /// prefilter hid (a literal its messages do not hold) fails here by name.
+    #[test]
+    fn every_rule_is_reached_through_the_prefilter() {
+        let mut samples = corpus();
+        samples.extend(RULE_SAMPLES.iter().map(|s| s.to_string()));
+        let mut seen = std::collections::BTreeSet::new();
+        let mut missing = Vec::new();
+        for (i, rule) in rules().iter().enumerate() {
+            let first = |t: &str| {
+                rules()
+                    .iter()
+                    .position(|r| r.re.captures(t).and_then(|c| matched(r, &c)).is_some())
+            };
+            let sample = samples.iter().find(|t| first(t) == Some(i));
+            let Some(t) = sample else {
+                missing.push(format!(
+                    "rule {i} ({}) `{}`",
+                    rule.cat.label(),
+                    rule.re.as_str()
+                ));
+                continue;
+            };
+            let want = classify_unfiltered(t);
+            assert_eq!(want.as_ref().map(|w| w.0), Some(rule.cat), "{t:?}");
+            assert_eq!(
+                classify(t),
+                want,
+                "rule {i} ({}) hidden by the prefilter: {t:?}",
+                rule.cat.label()
+            );
+            seen.insert(rule.cat);
+        }
+        assert!(
+            missing.is_empty(),
+            "rules without a sample they match first: {missing:#?}"
+        );
+        // Every built-in signal has a rule (the operator's patterns are not rules).
+        for c in Category::ALL {
+            if !matches!(c, CriticalPattern | WarningPattern) {
+                assert!(seen.contains(&c), "no rule reaches {}", c.label());
+            }
+        }
+    }
+
     /// A rule's regex (regex-lite syntax) as a POSIX extended regex for `grep -E`: the bench's
     /// reference greps the same patterns the check claims.
     fn ere(re: &str) -> String {

@@ -688,7 +688,7 @@ impl Client {
             error: if r.exceeded {
                 self.over_cap(&shown, PAGE_MAX, "one answer")
             } else {
-                self.decode_error(e, &shown, left)
+                self.decode_error(e.into(), &shown, left)
             },
         })
     }
@@ -716,7 +716,7 @@ impl Client {
             if r.exceeded {
                 self.over_cap(&shown, PAGE_MAX, "one answer")
             } else {
-                self.decode_error(e, &shown, left)
+                self.decode_error(e.into(), &shown, left)
             }
         })
     }

@@ -9,10 +9,11 @@ use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::Path;
 
-/// The cap of a `--pods-json`/`--pvs-json` document (`kubectl get pods -A -o json` of a 20 000-pod
-/// cluster is about 200 MiB). A regular file up to [`JSON_MAP_MAX`] is mapped and parsed in
-/// memory (several times faster); a larger one, stdin and other non-regular files are streamed
-/// through a buffer, read up to this cap.
+/// The cap of a JSON document parsed as a whole ([`read_document`]: `--pvs-json` objects that
+/// may be held until the document's kind is known). A list (`--pods-json`, `--pvs-json` as
+/// `kubectl get … -o json`, [`read_json_list`]) has no cap: it is streamed item by item, in
+/// memory bounded by one item ([`crate::list::ITEM_MAX`]) whatever its size (a 100 000-pod
+/// cluster's `kubectl get pods -A -o json` is about 413 MB), in time bounded by `-t`.
 pub const JSON_FILE_MAX: u64 = 256 << 20;
 
 /// The largest file mapped whole: its touched pages count in the worker's RSS (as file pages),
@@ -36,7 +37,18 @@ pub enum Document<'a> {
 pub fn read_document<T>(
     path: &Path,
     what: &str,
-    parse: impl FnOnce(Document) -> Result<T, serde_json::Error>,
+    parse: impl FnOnce(Document) -> Result<T, list::Error>,
+) -> Result<T, Unknown> {
+    read_capped(path, what, Some(JSON_FILE_MAX), parse)
+}
+
+/// [`read_document`] with a cap (`None`: read to the end, for a parser that keeps nothing of
+/// what it has parsed but the caller's aggregates).
+fn read_capped<T>(
+    path: &Path,
+    what: &str,
+    cap: Option<u64>,
+    parse: impl FnOnce(Document) -> Result<T, list::Error>,
 ) -> Result<T, Unknown> {
     let shown = if path == Path::new("-") {
         "stdin".to_string()
@@ -46,11 +58,11 @@ pub fn read_document<T>(
     let over = || {
         Unknown(format!(
             "{what} {shown} is larger than {} (the cap of a JSON input): not read",
-            plugin::fmt_bytes(JSON_FILE_MAX)
+            plugin::fmt_bytes(cap.unwrap_or(u64::MAX))
         ))
     };
     let (res, exceeded) = if path == Path::new("-") {
-        stream_document(&mut std::io::stdin().lock(), parse)
+        stream_document(&mut std::io::stdin().lock(), cap, parse)
     } else {
         // A path the caller named: opened with the caller's privilege.
         let file = plugin::privilege::open(path).map_err(|e| {
@@ -61,7 +73,7 @@ pub fn read_document<T>(
         })?;
         let size = file.metadata().map(|m| m.is_file().then_some(m.len()));
         match size {
-            Ok(Some(len)) if len > JSON_FILE_MAX => return Err(over()),
+            Ok(Some(len)) if cap.is_some_and(|c| len > c) => return Err(over()),
             Ok(Some(len)) if len <= JSON_MAP_MAX => {
                 let doc = plugin::mapped::map(&file, len).map_err(|e| {
                     Unknown(format!(
@@ -71,7 +83,7 @@ pub fn read_document<T>(
                 })?;
                 (parse(Document::Slice(&doc)), false)
             }
-            _ => stream_document(&mut &file, parse),
+            _ => stream_document(&mut &file, cap, parse),
         }
     };
     if exceeded {
@@ -89,28 +101,30 @@ pub fn read_document<T>(
     })
 }
 
-/// Parse a stream read through a buffer, at most one byte past [`JSON_FILE_MAX`]; the flag says
-/// the cap was reached.
+/// Parse a stream read through a buffer, at most one byte past the cap; the flag says the cap
+/// was reached.
 fn stream_document<T>(
     r: &mut dyn std::io::Read,
-    parse: impl FnOnce(Document) -> Result<T, serde_json::Error>,
-) -> (Result<T, serde_json::Error>, bool) {
-    let mut capped = std::io::Read::take(r, JSON_FILE_MAX + 1);
+    cap: Option<u64>,
+    parse: impl FnOnce(Document) -> Result<T, list::Error>,
+) -> (Result<T, list::Error>, bool) {
+    let mut capped = std::io::Read::take(r, cap.map_or(u64::MAX, |c| c + 1));
     let res = {
         let mut buf = BufReader::with_capacity(64 * 1024, &mut capped);
         parse(Document::Reader(&mut buf))
     };
-    (res, capped.limit() == 0)
+    (res, cap.is_some() && capped.limit() == 0)
 }
 
 /// Read a list document (`kubectl get … -o json`) from `path` (`-`: stdin), streaming each item
-/// to `f` through the same typed path the API uses. Returns the number of items.
+/// to `f` through the same typed path the API uses, whatever the document's size (no cap: see
+/// [`JSON_FILE_MAX`]). Returns the number of items.
 pub fn read_json_list<T: DeserializeOwned>(
     path: &Path,
     what: &str,
     f: impl FnMut(T),
 ) -> Result<usize, Unknown> {
-    let meta = read_document(path, what, |doc| match doc {
+    let meta = read_capped(path, what, None, |doc| match doc {
         Document::Slice(s) => list::read_list_slice(s, f),
         Document::Reader(r) => list::read_list(r, f),
     })?;

@@ -115,11 +115,12 @@ pub fn read_objects(
             f: &mut f,
         };
         match doc {
-            crate::json::Document::Slice(s) => parse_objects(s, default_kind, &mut f),
+            crate::json::Document::Slice(s) => Ok(parse_objects(s, default_kind, &mut f)?),
             crate::json::Document::Reader(r) => {
                 let mut de = serde_json::Deserializer::from_reader(r);
                 let k = seed.deserialize(&mut de)?;
-                de.end().map(|_| k)
+                de.end()?;
+                Ok(k)
             }
         }
     })

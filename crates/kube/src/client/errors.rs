@@ -14,12 +14,14 @@ impl Client {
 
     pub(super) fn decode_error(
         &self,
-        e: serde_json::Error,
+        e: crate::list::Error,
         shown: &str,
         left: Duration,
     ) -> Unknown {
         if e.is_io() {
-            let io: std::io::Error = e.into();
+            let io = e
+                .into_io()
+                .unwrap_or_else(|| std::io::Error::other("read failed"));
             return self.transport_error(ureq::Error::from(io), shown, left);
         }
         let what = if e.is_eof() {
