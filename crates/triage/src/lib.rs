@@ -12,6 +12,7 @@
 
 pub mod answer;
 pub mod chain;
+pub mod engines;
 pub mod rules;
 pub mod run;
 pub mod text;
