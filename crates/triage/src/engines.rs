@@ -261,7 +261,11 @@ pub struct Dependency {
 
 fn reason(master: &Check, dependent: &Check) -> Option<Reason> {
     for r in RULES {
-        for cause in master.signals.iter().filter(|s| r.cause.signals.contains(s)) {
+        for cause in master
+            .signals
+            .iter()
+            .filter(|s| r.cause.signals.contains(s))
+        {
             for g in r.effect {
                 if let Some(effect) = dependent.signals.iter().find(|s| g.signals.contains(s)) {
                     return Some(Reason {
@@ -350,8 +354,12 @@ fn comment(prefix: &str, text: &str) -> String {
 /// `nagios/k8s-storage-dependencies.cfg`.
 pub fn nagios() -> String {
     let mut s = String::new();
-    s.push_str("# k8s-storage-checks — Nagios 4 service dependencies: one page per chain (issue 32).\n#\n");
-    s.push_str("# Install next to k8s-storage-checks.cfg (/etc/nagios4/conf.d/), with nagios-main.cfg's\n");
+    s.push_str(
+        "# k8s-storage-checks — Nagios 4 service dependencies: one page per chain (issue 32).\n#\n",
+    );
+    s.push_str(
+        "# Install next to k8s-storage-checks.cfg (/etc/nagios4/conf.d/), with nagios-main.cfg's\n",
+    );
     s.push_str("# soft_state_dependencies=1 in nagios.cfg.\n#\n");
     s.push_str(&comment("# ", HEAD_COMMON));
     s.push_str("\n#\n");
@@ -392,7 +400,9 @@ run; notification_failure_criteria c: only a CRITICAL master holds the dependent
 /// `icinga2/k8s-storage-dependencies.conf`.
 pub fn icinga2() -> String {
     let mut s = String::new();
-    s.push_str("/* k8s-storage-checks — Icinga 2 dependencies: one page per chain (issue 32).\n *\n");
+    s.push_str(
+        "/* k8s-storage-checks — Icinga 2 dependencies: one page per chain (issue 32).\n *\n",
+    );
     s.push_str(" * On the config master, next to k8s-storage-services.conf:\n");
     s.push_str(" * /etc/icinga2/zones.d/global-templates/k8s-storage-dependencies.conf.\n *\n");
     s.push_str(&comment(" * ", HEAD_COMMON));
@@ -495,10 +505,16 @@ mod tests {
             let listed = page_signals(c.name);
             let ours: BTreeSet<String> = c.signals.iter().map(|s| (*s).to_string()).collect();
             for s in listed.difference(&ours) {
-                problems.push(format!("{} raises {s}, which engines::CHECKS does not list", c.name));
+                problems.push(format!(
+                    "{} raises {s}, which engines::CHECKS does not list",
+                    c.name
+                ));
             }
             for s in ours.difference(&listed) {
-                problems.push(format!("engines::CHECKS lists {s} for {}, which it does not raise", c.name));
+                problems.push(format!(
+                    "engines::CHECKS lists {s} for {}, which it does not raise",
+                    c.name
+                ));
             }
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
