@@ -223,3 +223,68 @@ fn icinga2_pages_once_per_chain_and_the_held_pages_follow_the_root_recovery() {
     );
     assert!(p.iter().all(|p| p.host == NODE), "{p:#?}");
 }
+
+/// The fleet layout with the dependencies validates with the real `icinga2 daemon -C`: the zones,
+/// CheckCommands, services, example hosts (a node with every node check, the cluster) and
+/// notifications as shipped, plus `k8s-storage-dependencies.conf`: every dependency of the apply
+/// rules made on the example node, none on the cluster host, no warning (no loop, no parent
+/// missing).
+#[test]
+fn icinga2_dependencies_validate_in_the_fleet_layout() {
+    let t = "icinga2_dependencies_validate_in_the_fleet_layout";
+    if !need_tool(t, "icinga2") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    // The daemon reads its configuration as its own user.
+    std::fs::set_permissions(
+        work.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let root = workspace_root().join("icinga2");
+    let cfg = work.path().join("icinga2.conf");
+    let include: String = [
+        "zones.conf.example",
+        "k8s-storage-checks.conf",
+        "k8s-storage-services.conf",
+        "k8s-storage-dependencies.conf",
+        "k8s-storage-hosts.conf.example",
+        "k8s-storage-notifications.conf",
+    ]
+    .iter()
+    .map(|f| format!("include \"{}\"\n", root.join(f).display()))
+    .collect();
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"const PluginDir = "/usr/lib/nagios/plugins"
+const NodeName = "icinga-master"
+const ZoneName = "master"
+include <itl>
+include <plugins>
+{include}object NotificationComponent "notification" {{ }}
+object User "alice" {{ email = "alice@example.org"; groups = [ "k8s-storage-oncall" ] }}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = e2e::Cmd::new("icinga2")
+        .args(["daemon", "-C", "-c"])
+        .arg(&cfg)
+        .run();
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 0, "icinga2 daemon -C:\n{all}");
+    let deps = std::fs::read_to_string(root.join("k8s-storage-dependencies.conf")).unwrap();
+    let want: usize = deps
+        .lines()
+        .filter_map(|l| l.split_once("service.name in [ ")?.1.split_once(" ]"))
+        .map(|(names, _)| names.split(", ").count())
+        .sum();
+    assert!(
+        all.contains(&format!("Instantiated {want} Dependencies")),
+        "every dependency on the example node, none on the cluster:\n{all}"
+    );
+    assert!(!all.contains("warning/"), "{all}");
+}
