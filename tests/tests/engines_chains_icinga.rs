@@ -107,7 +107,7 @@ fn icinga2_pages_once_per_chain_and_the_held_pages_follow_the_root_recovery() {
         .filter_map(|l| l.split_once("service.name in [ ")?.1.split_once(" ]"))
         .map(|(names, _)| names.split(", ").count())
         .sum();
-    assert!(want >= 20, "{deps}");
+    assert!(want >= 8, "{deps}");
     let out = icinga.borrow().daemon_log();
     assert!(
         out.contains(&format!("Instantiated {want} Dependencies")),
@@ -241,23 +241,10 @@ fn icinga2_pages_once_per_chain_and_the_held_pages_follow_the_root_recovery() {
         "{}",
         ctx()
     );
-    // The cluster host's k8s_stuck_terminating watches every node's pods (for nodes without a
-    // service of their own) and depends on nothing (docs/triage.md): the wedged pod is paged
-    // there too, once, and recovers there. Nothing else of the cluster host pages.
-    let c = cluster_pages();
-    assert_eq!(
-        kinds(&c),
-        [
-            ("PROBLEM".to_string(), "k8s_stuck_terminating".to_string()),
-            ("RECOVERY".to_string(), "k8s_stuck_terminating".to_string()),
-        ],
-        "{}",
-        ctx()
-    );
-    assert!(
-        c.iter().all(|p| p.host == "prod-cluster") && c[0].body.contains(e2e::engines::EXT4_POD),
-        "{c:#?}"
-    );
+    // The cluster host of this harness runs the three cluster-wide checks (not the example's
+    // k8s_stuck_terminating over every node, which would page the wedged pod a second time:
+    // docs/triage.md); none of them pages for the cascade.
+    assert!(cluster_pages().is_empty(), "{}", ctx());
 }
 
 /// The fleet layout with the dependencies validates with the real `icinga2 daemon -C`: the zones,

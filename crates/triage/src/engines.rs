@@ -310,7 +310,10 @@ pub fn dependencies() -> Vec<Dependency> {
 /// nearest masters hold the dependent while any master below them is CRITICAL.
 pub fn nearest() -> Vec<Dependency> {
     let all = dependencies();
-    let reaches = |from: &str, to: &str| all.iter().any(|d| d.master.name == from && d.dependent.name == to);
+    let reaches = |from: &str, to: &str| {
+        all.iter()
+            .any(|d| d.master.name == from && d.dependent.name == to)
+    };
     all.iter()
         .filter(|d| {
             !all.iter().any(|via| {
