@@ -1122,3 +1122,121 @@ pub fn pages(file: &Path) -> Vec<Page> {
 pub fn notify_script() -> PathBuf {
     crate::workspace_root().join("nagios/k8s-storage-notify")
 }
+
+/// The storage cascade of the incident (issue 32) on the engines' node, for the chain tests:
+/// the iSCSI session under the node's disk `sdc` failed (state FREE after its recovery timeout,
+/// the disk transport-offline), the kernel's errors on it (the connection error, the recovery
+/// timeout, the offline device, the journal abort, the remount read-only), the read-only PV
+/// ([`Incident::Ext4ReadOnly`], the real kernel's ext4 error path) and the pod wedged in
+/// Terminating on that PV.
+///
+/// The iSCSI session is an iSCSI sysfs tree with the kernel's layout ([`crate::sysfs`]: this
+/// kernel has no iSCSI transport to fail), given to check_iscsi_sessions as `--sys`; the kernel's
+/// records are appended, timestamped now, to the kmsg record file check_storage_kernel_errors
+/// reads (`--kmsg`, the node's quiet one), as the kernel wrote them in the incident.
+pub struct Cascade {
+    sysfs: crate::sysfs::Sysfs,
+    session: crate::sysfs::Session,
+    kmsg: PathBuf,
+    seq: u64,
+    wedged: bool,
+}
+
+impl Cascade {
+    /// The healthy session (LOGGED_IN, its disk running); call after the node's quiet fixtures
+    /// exist ([`Node::nrpe_commands_all`] or [`Node::quiet_cluster`]).
+    pub fn new(node: &Node) -> Cascade {
+        let base = node.work.path().join("iscsi");
+        std::fs::create_dir_all(&base).unwrap();
+        chmod(&base, 0o755);
+        let sysfs = crate::sysfs::Sysfs::new(&base);
+        let session = crate::sysfs::Session::new(3, "iqn.2016-09.com.openebs.jiva:pvc-a634b9a3")
+            .recovery_tmo("300")
+            .disk(0, "sdc", "8:32", "running");
+        sysfs.add(&session);
+        let kmsg = node.work.path().join("kmsg.txt");
+        assert!(kmsg.exists(), "the node's quiet kmsg file first");
+        Cascade {
+            sysfs,
+            session,
+            kmsg,
+            seq: 100,
+            wedged: false,
+        }
+    }
+
+    /// The `--sys` of check_iscsi_sessions.
+    pub fn sys(&self) -> PathBuf {
+        self.sysfs.root.clone()
+    }
+
+    fn session_state(&self, state: &str, disk: &str) {
+        std::fs::write(
+            self.sysfs.session_attrs(&self.session).join("state"),
+            format!("{state}\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            self.sysfs.lun_dir(&self.session, 0).join("state"),
+            format!("{disk}\n"),
+        )
+        .unwrap();
+    }
+
+    /// The session failed: FREE after its recovery timeout, the disk transport-offline.
+    pub fn fail_session(&self) {
+        self.session_state("FREE", "transport-offline");
+    }
+
+    /// The session logged in again, the disk running.
+    pub fn repair_session(&self) {
+        self.session_state("LOGGED_IN", "running");
+    }
+
+    /// The kernel's records of the cascade, timestamped now (CLOCK_MONOTONIC, as /dev/kmsg).
+    pub fn kernel_errors(&mut self) {
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap();
+        let usec = now.tv_sec() as u64 * 1_000_000 + now.tv_nsec() as u64 / 1000;
+        let mut text = String::new();
+        for (prio, line) in [
+            (3, " connection3:0: detected conn error (1020)"),
+            (3, " session3: session recovery timed out after 300 secs"),
+            (3, "sd 3:0:0:0: rejecting I/O to offline device"),
+            (3, "Aborting journal on device sdc-8."),
+            (2, "EXT4-fs (sdc): Remounting filesystem read-only"),
+        ] {
+            self.seq += 1;
+            text.push_str(&format!(
+                "{prio},{},{usec},-;{line}\n SUBSYSTEM=block\n DEVICE=b8:32\n",
+                self.seq
+            ));
+        }
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.kmsg)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// The ext4 PV's pod wedged in Terminating: deleted 41 minutes ago with a 30 s grace period.
+    pub fn wedge_pod(&mut self, node: &Node) {
+        let mut wedged = node.healthy_pods();
+        let p = wedged
+            .iter_mut()
+            .find(|p| p["metadata"]["name"] == EXT4_POD)
+            .expect("the ext4 PV's pod");
+        p["metadata"]["deletionTimestamp"] = json!(crate::apiserver::fixtures::ago(41 * 60 - 30));
+        p["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        p["spec"]["terminationGracePeriodSeconds"] = json!(30);
+        node.api.set("pods", wedged);
+        self.wedged = true;
+    }
+
+    /// The wedged pod's delete completed and its StatefulSet made it again: the healthy pods.
+    pub fn release_pod(&mut self, node: &Node) {
+        if std::mem::take(&mut self.wedged) {
+            node.api.set("pods", node.healthy_pods());
+        }
+    }
+}

@@ -40,8 +40,8 @@ const CLUSTER_CHECKS: [&str; 3] = [
 const API_USER: &str = "storage-monitor";
 const API_PASSWORD: &str = "Zm9vYmFyLWVuZ2luZXM";
 
-struct Icinga {
-    dir: PathBuf,
+pub(crate) struct Icinga {
+    pub(crate) dir: PathBuf,
     port: u16,
     daemon: Daemon,
 }
@@ -69,6 +69,16 @@ impl Icinga {
     }
 
     fn start(node: &Node, iv: Intervals) -> Icinga {
+        Icinga::start_with(node, iv, &[], &[])
+    }
+
+    /// [`Icinga::start`] with more shipped files included (name, text) and more host variables.
+    pub(crate) fn start_with(
+        node: &Node,
+        iv: Intervals,
+        extra: &[(&str, String)],
+        extra_vars: &[(String, Value)],
+    ) -> Icinga {
         let dir = node.work.path().join("icinga2");
         for sub in ["data/certs", "log", "cache", "spool", "run"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
@@ -150,6 +160,12 @@ impl Icinga {
         for c in ALL_CHECKS {
             vars.extend(node.icinga_vars(c));
         }
+        vars.extend(extra_vars.iter().cloned());
+        let mut includes = String::new();
+        for (name, text) in extra {
+            std::fs::write(dir.join(name), text).unwrap();
+            includes.push_str(&format!("include \"{d}/{name}\"\n"));
+        }
         let vars: String = vars
             .iter()
             .map(|(k, v)| format!("  vars.{k} = {v}\n"))
@@ -163,7 +179,7 @@ include <plugins>
 include "{d}/k8s-storage-checks.conf"
 include "{d}/k8s-storage-services.conf"
 include "{d}/k8s-storage-notifications.conf"
-
+{includes}
 object Endpoint NodeName {{ }}
 object Zone ZoneName {{ endpoints = [ NodeName ] }}
 object ApiListener "api" {{
@@ -254,7 +270,7 @@ object User "storage-oncall" {{
 
     /// GET /v1/objects/services through the REST API: "host!service" → attrs. None while not
     /// answering.
-    fn query(&mut self) -> Option<BTreeMap<String, Value>> {
+    pub(crate) fn query(&mut self) -> Option<BTreeMap<String, Value>> {
         self.daemon.assert_running();
         let out = self
             .curl()
@@ -277,7 +293,7 @@ object User "storage-oncall" {{
     }
 
     /// POST /v1/actions/<action> with a JSON body; panics unless Icinga says it did it.
-    fn action(&self, action: &str, body: Value) {
+    pub(crate) fn action(&self, action: &str, body: Value) {
         let out = self
             .curl()
             .args(["-X", "POST", "-d"])
@@ -291,12 +307,12 @@ object User "storage-oncall" {{
         );
     }
 
-    fn attrs(&mut self, host: &str, svc: &str) -> Option<Value> {
+    pub(crate) fn attrs(&mut self, host: &str, svc: &str) -> Option<Value> {
         self.query()?.remove(&format!("{host}!{svc}"))
     }
 
     /// (state, HARD?) of a checked service.
-    fn state(&mut self, host: &str, svc: &str) -> Option<(u8, bool)> {
+    pub(crate) fn state(&mut self, host: &str, svc: &str) -> Option<(u8, bool)> {
         let a = self.attrs(host, svc)?;
         if a["last_check_result"].is_null() {
             return None;
@@ -304,7 +320,7 @@ object User "storage-oncall" {{
         Some((a["state"].as_f64()? as u8, a["state_type"].as_f64()? == 1.0))
     }
 
-    fn all_ok(&mut self) -> bool {
+    pub(crate) fn all_ok(&mut self) -> bool {
         let Some(q) = self.query() else {
             return false;
         };
@@ -323,14 +339,14 @@ object User "storage-oncall" {{
     }
 
     /// When `svc` last got a result (execution end), to count checks.
-    fn last_check(&mut self, svc: &str) -> f64 {
+    pub(crate) fn last_check(&mut self, svc: &str) -> f64 {
         self.attrs(NODE, svc)
             .and_then(|a| a["last_check_result"]["execution_end"].as_f64())
             .unwrap_or(0.0)
     }
 
     /// Wait until `n` more results of `svc` have come in.
-    fn wait_checks(&mut self, svc: &str, n: usize, limit: Duration) {
+    pub(crate) fn wait_checks(&mut self, svc: &str, n: usize, limit: Duration) {
         let mut last = self.last_check(svc);
         let mut seen = 0;
         let start = Instant::now();
@@ -349,15 +365,20 @@ object User "storage-oncall" {{
         }
     }
 
-    fn pages(&self) -> Vec<Page> {
+    /// The daemon's own output (its start-up counts of the objects it made).
+    pub(crate) fn daemon_log(&self) -> String {
+        self.daemon.log_text()
+    }
+
+    pub(crate) fn pages(&self) -> Vec<Page> {
         pages(&self.dir.join("notifications.log"))
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log/icinga2.log")).unwrap_or_default()
     }
 
-    fn context(&mut self) -> String {
+    pub(crate) fn context(&mut self) -> String {
         format!(
             "services: {:#?}\npages: {:#?}\nicinga2.log:\n{}\ndaemon:\n{}",
             self.query(),
@@ -369,7 +390,7 @@ object User "storage-oncall" {{
 }
 
 /// The service the shipped apply rule makes for a check: named like its CheckCommand.
-fn svc_of(check: &str) -> String {
+pub(crate) fn svc_of(check: &str) -> String {
     format!("k8s_{}", check.trim_start_matches("check_"))
 }
 

@@ -33,7 +33,7 @@ const STOCK_CFG: &str = "/etc/nagios4/nagios.cfg";
 const CHECK_NRPE: &str = "/usr/lib/nagios/plugins/check_nrpe";
 const CHECK_DUMMY: &str = "/usr/lib/nagios/plugins/check_dummy";
 /// The node's host object (hostgroup k8s-storage-nodes) and the cluster's (k8s-storage-cluster).
-const HOST: &str = NODE;
+pub(crate) const HOST: &str = NODE;
 const CLUSTER: &str = "prod-cluster";
 const CLUSTER_CHECKS: [&str; 3] = [
     "check_jiva_rep_crashloop",
@@ -43,13 +43,13 @@ const CLUSTER_CHECKS: [&str; 3] = [
 /// The cluster host's check_stuck_terminating over every node (NRPE command of the cluster node).
 const CLUSTER_ALL_NODES: &str = "check_stuck_terminating_all_nodes";
 
-struct Nagios {
-    dir: PathBuf,
+pub(crate) struct Nagios {
+    pub(crate) dir: PathBuf,
     daemon: Daemon,
 }
 
 /// One `servicestatus` block of status.dat.
-type Block = BTreeMap<String, String>;
+pub(crate) type Block = BTreeMap<String, String>;
 
 /// Debian's nagios.cfg settings that name a file or directory: moved under the test's dir.
 const PATH_KEYS: [&str; 12] = [
@@ -160,6 +160,17 @@ fn main_cfg(dir: &Path) -> String {
 
 impl Nagios {
     fn start(node: &Node, nrpe_port: u16, tls: &NrpeTls, iv: Intervals) -> Nagios {
+        Nagios::start_with(node, nrpe_port, tls, iv, &[])
+    }
+
+    /// [`Nagios::start`] with more shipped object files in conf.d (name, text).
+    pub(crate) fn start_with(
+        node: &Node,
+        nrpe_port: u16,
+        tls: &NrpeTls,
+        iv: Intervals,
+        extra: &[(&str, String)],
+    ) -> Nagios {
         let dir = node.work.path().join("nagios");
         // conf.d for the object files; the directories the moved paths name (temp_path,
         // log_archive_path, check_result_path).
@@ -218,6 +229,9 @@ impl Nagios {
         }
         assert!(objects.contains(&format!("-p {nrpe_port}")) && objects.contains(&tls_dir));
         std::fs::write(dir.join("conf.d/k8s-storage-checks.cfg"), objects).unwrap();
+        for (name, text) in extra {
+            std::fs::write(dir.join("conf.d").join(name), text).unwrap();
+        }
         // The operator's part: the node, the cluster, an on-call contact.
         std::fs::write(
             dir.join("conf.d/site.cfg"),
@@ -277,7 +291,7 @@ define contact {{
     }
 
     /// status.dat's blocks of one kind (`servicestatus`, `servicecomment`, `servicedowntime`).
-    fn blocks(&mut self, kind: &str) -> Vec<Block> {
+    pub(crate) fn blocks(&mut self, kind: &str) -> Vec<Block> {
         self.daemon.assert_running();
         let text = std::fs::read_to_string(self.dir.join("status.dat")).unwrap_or_default();
         let mut out = Vec::new();
@@ -300,7 +314,7 @@ define contact {{
         out
     }
 
-    fn service(&mut self, host: &str, svc: &str) -> Option<Block> {
+    pub(crate) fn service(&mut self, host: &str, svc: &str) -> Option<Block> {
         self.blocks("servicestatus").into_iter().find(|b| {
             b.get("host_name").map(String::as_str) == Some(host)
                 && b.get("service_description").map(String::as_str) == Some(svc)
@@ -308,7 +322,7 @@ define contact {{
     }
 
     /// (state, HARD?) of a checked service.
-    fn state(&mut self, host: &str, svc: &str) -> Option<(u8, bool)> {
+    pub(crate) fn state(&mut self, host: &str, svc: &str) -> Option<(u8, bool)> {
         let b = self.service(host, svc)?;
         if b.get("has_been_checked").map(String::as_str) != Some("1") {
             return None;
@@ -319,7 +333,7 @@ define contact {{
         ))
     }
 
-    fn all_ok(&mut self) -> bool {
+    pub(crate) fn all_ok(&mut self) -> bool {
         ALL_CHECKS.iter().all(|c| {
             let host = if CLUSTER_CHECKS.contains(c) {
                 CLUSTER
@@ -330,17 +344,17 @@ define contact {{
         }) && self.state(CLUSTER, CLUSTER_ALL_NODES) == Some((0, true))
     }
 
-    fn pages(&self) -> Vec<Page> {
+    pub(crate) fn pages(&self) -> Vec<Page> {
         pages(&self.dir.join("notifications.log"))
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("nagios.log")).unwrap_or_default()
     }
 
     /// How many HARD non-OK results of `svc` the core has logged (a volatile service logs one per
     /// check).
-    fn hard_alerts(&self, svc: &str) -> usize {
+    pub(crate) fn hard_alerts(&self, svc: &str) -> usize {
         let p = format!("SERVICE ALERT: {HOST};{svc};");
         self.log()
             .lines()
@@ -349,7 +363,7 @@ define contact {{
     }
 
     /// An external command through the command file, as the CGI writes it.
-    fn command(&self, cmd: &str) {
+    pub(crate) fn command(&self, cmd: &str) {
         use std::io::Write;
         let now = e2e::logs::now_secs();
         let mut f = std::fs::OpenOptions::new()
@@ -359,7 +373,7 @@ define contact {{
         writeln!(f, "[{now}] {cmd}").unwrap();
     }
 
-    fn context(&mut self) -> String {
+    pub(crate) fn context(&mut self) -> String {
         format!(
             "status: {:#?}\npages: {:#?}\nnagios.log:\n{}",
             self.blocks("servicestatus"),

@@ -51,6 +51,8 @@ mod layers;
 // Shipping it: deployment files, packages, container mode, the engines, the quickstart.
 mod container_mode;
 mod deployment;
+mod engines_chains_icinga;
+mod engines_chains_nagios;
 mod engines_icinga;
 mod engines_nagios;
 mod engines_prometheus;

@@ -13,6 +13,7 @@
 pub mod alertmanager;
 pub mod answer;
 pub mod chain;
+pub mod engines;
 pub mod rules;
 pub mod run;
 pub mod text;
