@@ -82,9 +82,7 @@ pub fn remember(o: &crate::Opts, data: &mut NodeData, ro: &[String], ctx: &Ctx) 
         .iter()
         .map(|pv| (pv.clone(), node::history::Kind::ReadOnly))
         .collect();
-    data.memory = o
-        .state
-        .remember(CHECK_ID, &seen, plugin::time::now_ms());
+    data.memory = o.state.remember(CHECK_ID, &seen, plugin::time::now_ms());
 }
 
 /// The filesystems holding the kubelet roots and `/`, one entry per mount. Pure.

@@ -792,7 +792,11 @@ fn a_flapping_volume_says_how_often_it_was_read_only() {
         "{}",
         f.text
     );
-    assert!(r.notes.iter().any(|n| n.contains("1 invalid entry")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.contains("1 invalid entry")),
+        "{:?}",
+        r.notes
+    );
     // A first spell says nothing more.
     let mut first = Memory::default();
     first.record(now, &seen);
@@ -802,7 +806,11 @@ fn a_flapping_volume_says_how_often_it_was_read_only() {
         ..Default::default()
     });
     let r = evaluate(&d, &default_t());
-    assert!(!r.findings[0].text.contains("times in"), "{}", r.findings[0].text);
+    assert!(
+        !r.findings[0].text.contains("times in"),
+        "{}",
+        r.findings[0].text
+    );
     // A healthy node records nothing.
     let healthy = data(&table("rw"), (6, 18, 0));
     assert!(read_only_pvs(&healthy, &Names::default()).is_empty());

@@ -364,6 +364,50 @@ pub fn save(path: &Path, m: &Memory) -> Result<(), String> {
     state::save(path, m)
 }
 
+/// The PVs a report's non-OK findings see in trouble: each finding whose signal is listed in
+/// `signals` (signal, kind) and whose subject names a `pv`. Pure.
+pub fn seen_in(report: &plugin::Report, signals: &[(&str, Kind)]) -> Vec<(String, Kind)> {
+    let mut out: Vec<(String, Kind)> = Vec::new();
+    for f in report
+        .findings
+        .iter()
+        .filter(|f| f.status != plugin::Status::Ok)
+    {
+        let Some(pv) = f.subject.pv.as_deref() else {
+            continue;
+        };
+        if let Some((_, k)) = signals.iter().find(|(s, _)| *s == f.signal) {
+            if !out.iter().any(|(p, kk)| p == pv && kk == k) {
+                out.push((pv.to_string(), *k));
+            }
+        }
+    }
+    out
+}
+
+/// What the memory says, added to a report: each finding [`seen_in`] counts gains
+/// "; degraded 3 times in 30 days (last 2026-11-20)" when its PV had an earlier spell of that
+/// kind; the memory's notes become the report's. Pure.
+pub fn annotate(report: &mut plugin::Report, signals: &[(&str, Kind)], m: &Remembered) {
+    for f in report
+        .findings
+        .iter_mut()
+        .filter(|f| f.status != plugin::Status::Ok)
+    {
+        let (Some(pv), Some((_, k))) = (
+            f.subject.pv.as_deref(),
+            signals.iter().find(|(s, _)| *s == f.signal),
+        ) else {
+            continue;
+        };
+        if let Some(h) = m.text(pv, *k) {
+            f.text.push_str("; ");
+            f.text.push_str(&h);
+        }
+    }
+    report.notes.extend(m.notes.iter().cloned());
+}
+
 /// `--state-dir`, for the checks that keep only the memory of their volumes there.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct StateDirArg {
@@ -373,6 +417,16 @@ pub struct StateDirArg {
 }
 
 impl StateDirArg {
+    /// Remember the PVs `report` sees in trouble (see [`seen_in`]) under `--state-dir` as
+    /// `check`'s, and say in the report what the memory tells (see [`annotate`]). Nothing
+    /// without `--state-dir`.
+    pub fn keep(&self, check: &str, report: &mut plugin::Report, signals: &[(&str, Kind)]) {
+        let seen = seen_in(report, signals);
+        if let Some(m) = self.remember(check, &seen, plugin::time::now_ms()) {
+            annotate(report, signals, &m);
+        }
+    }
+
     /// [`remember`] in the given directory, if one was given.
     pub fn remember(&self, check: &str, seen: &[(String, Kind)], now: i64) -> Option<Remembered> {
         self.state_dir
@@ -591,6 +645,60 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A report's findings: the listed signals' PVs are recorded and annotated, others not.
+    #[test]
+    fn reports_are_read_and_annotated() {
+        use plugin::{Finding, Report, Status, Subject};
+        let sig = [("vol_degraded", Kind::Degraded), ("vol_ro", Kind::ReadOnly)];
+        let report = || {
+            let mut r = Report::new(Status::Warning, "x".to_string());
+            r.findings = vec![
+                Finding::new(Status::Warning, "pv-a degraded".to_string())
+                    .signal("vol_degraded")
+                    .subject(Subject::new().pv("pv-a")),
+                Finding::new(Status::Warning, "pv-a degraded again".to_string())
+                    .signal("vol_degraded")
+                    .subject(Subject::new().pv("pv-a")),
+                Finding::new(Status::Critical, "pv-b other".to_string())
+                    .signal("other")
+                    .subject(Subject::new().pv("pv-b")),
+                Finding::new(Status::Ok, "pv-c fine".to_string())
+                    .signal("vol_ro")
+                    .subject(Subject::new().pv("pv-c")),
+                Finding::new(Status::Critical, "no pv".to_string()).signal("vol_ro"),
+            ];
+            r
+        };
+        assert_eq!(
+            seen_in(&report(), &sig),
+            [("pv-a".to_string(), Kind::Degraded)]
+        );
+        let mut m = Memory::default();
+        m.record(T0, &seen_in(&report(), &sig));
+        m.record(T0 + 1, &[]);
+        m.record(T0 + 2, &seen_in(&report(), &sig));
+        let mut r = report();
+        let rem = Remembered {
+            memory: m,
+            now: T0 + 2,
+            notes: vec!["a note".into()],
+            kept: true,
+        };
+        annotate(&mut r, &sig, &rem);
+        let texts: Vec<&str> = r.findings.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "pv-a degraded; degraded 2 times in 30 days (last 2026-11-16)",
+                "pv-a degraded again; degraded 2 times in 30 days (last 2026-11-16)",
+                "pv-b other",
+                "pv-c fine",
+                "no pv"
+            ]
+        );
+        assert_eq!(r.notes, ["a note"]);
     }
 
     /// A directory others can write is refused: nothing read or written, a note says why.
