@@ -90,6 +90,10 @@ fn gather_mounts(opts: &Opts, ctx: &Ctx, now: Time, d: &mut Data) {
 /// The state file's id (`<state-dir>/stuck_terminating.volumes.json`).
 pub const CHECK_ID: &str = "stuck_terminating";
 
+/// The cluster-wide run's own (`--all-nodes`, `<state-dir>/stuck_terminating_all_nodes.volumes.json`):
+/// it sees other pods than the node's run, and one file for both would end each other's spells.
+pub const CHECK_ID_ALL_NODES: &str = "stuck_terminating_all_nodes";
+
 /// Keep this run's stuck PVs (`pvs`: those of the wedged pods) in the memory of the volumes
 /// under `--state-dir` (nothing without it) and give `d` what it remembers.
 pub fn remember(opts: &Opts, d: &mut Data, pvs: &[String], ctx: &Ctx) {
