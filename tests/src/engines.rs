@@ -873,6 +873,18 @@ impl Node {
             ],
             _ => Vec::new(),
         };
+        // The memory of the volumes (issue 32) in this node's state directory, as on a node the
+        // role installed, never the test host's /var/lib.
+        if matches!(
+            check,
+            "check_ro_pvc_mounts"
+                | "check_stuck_scheduled"
+                | "check_stuck_terminating"
+                | "check_jiva_rep_crashloop"
+                | "check_longhorn_volumes"
+        ) {
+            vars.push(v("state_dir", json!(self.state_dir)));
+        }
         vars.push(("k8s_storage_kubeconfig".into(), kc));
         vars
     }

@@ -1263,10 +1263,12 @@ fn role_on_another_layout_from_a_release_tarball_in_sudo_mode() {
     }
     if checks.iter().any(|c| c == "check_ro_pvc_mounts") {
         let cmd = &cmds["check_ro_pvc_mounts"];
+        // In sudo mode it runs as root: its memory of the volumes is in root's state directory.
         assert!(
-            cmd.ends_with(
-                "--kubelet-root /var/lib/kubelet --kubelet-root '/srv/my kubelet' -w 0 -c 1:"
-            ),
+            cmd.ends_with(&format!(
+                "--kubelet-root /var/lib/kubelet --kubelet-root '/srv/my kubelet' --state-dir {}/var/lib/k8s-storage-checks/root -w 0 -c 1:",
+                root.display()
+            )),
             "{cmd}"
         );
         // sudoers escapes ':' in arguments.

@@ -464,6 +464,8 @@ object Host "{CLUSTER}" {{
   vars.k8s_jiva_rep_crashloop_pods_json = "{pods}"
   vars.k8s_stuck_terminating_pods_json = "{pods}"
   vars.k8s_stuck_terminating_no_events = true
+  vars.k8s_jiva_rep_crashloop_state_dir = "{state}"
+  vars.k8s_stuck_terminating_state_dir = "{state}"
 }}
 "#,
         missing = master.join("no-plugins-here").display(),

@@ -77,6 +77,9 @@ mod docs;
 // Issue 26: the man pages made by clap_mangen, read with man -l.
 mod man_pages;
 
+// Issue 32: the memory of a volume (--state-dir: each PV's read-only, degraded, stuck spells).
+mod memory_of_a_volume;
+
 // Issue 29: delivery (arm64 under qemu-user; project metadata, OCI images, release workflow).
 mod arm64;
 mod delivery;

@@ -113,6 +113,11 @@ pub struct Opts {
     #[command(flatten)]
     pub api: ApiArgs,
 
+    /// `--state-dir`: each volume's degraded and read-only spells, so a finding says how often
+    /// in 30 days
+    #[command(flatten)]
+    pub state: node::history::StateDirArg,
+
     /// `--host-root`: accepted in container mode like every check's (this cluster-wide check
     /// reads nothing of the host, so it changes nothing).
     #[command(flatten)]
@@ -128,6 +133,19 @@ pub struct Opts {
 fn parse_selector(s: &str) -> Result<Selector, String> {
     Selector::parse(s)
 }
+
+/// The memory file's id (`<state-dir>/jiva_rep_crashloop.volumes.json`).
+pub const CHECK_ID: &str = "jiva_rep_crashloop";
+
+/// The findings the memory of the volumes counts (`--state-dir`), by signal: Jiva's own status
+/// and the replica pods' count alike.
+pub const MEMORY: &[(&str, node::history::Kind)] = &[
+    ("jiva_volume_degraded", node::history::Kind::Degraded),
+    ("jiva_quorum_lost", node::history::Kind::Degraded),
+    ("degraded_redundancy", node::history::Kind::Degraded),
+    ("no_healthy_majority", node::history::Kind::Degraded),
+    ("jiva_target_ro", node::history::Kind::ReadOnly),
+];
 
 impl Opts {
     pub fn policy(&self) -> Policy {
@@ -161,7 +179,10 @@ impl Check for Opts {
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let d = gather(self, ctx)?;
-        Ok(evaluate(&d, &self.policy(), kube::time::now()))
+        let mut r = evaluate(&d, &self.policy(), kube::time::now());
+        // The memory of the volumes (--state-dir): how often each was degraded before.
+        self.state.keep(CHECK_ID, &mut r, MEMORY);
+        Ok(r)
     }
 }
 

@@ -357,3 +357,45 @@ fn one_restart_is_said_in_the_singular() {
     );
     assert!(!texts.iter().any(|t| t.contains("1 restarts")), "{texts:?}");
 }
+
+/// The memory of the volumes (--state-dir) counts a volume's degraded findings: a second spell
+/// is said on the volume's finding, by its PV.
+#[test]
+fn a_volume_degraded_again_says_how_often() {
+    use node::history::{annotate, seen_in, Kind, Memory, Remembered};
+    let o = opts(&[]);
+    let mut pods = vec![
+        pod(&format!("{PV}-jiva-rep-0"), &csi_labels(), None),
+        pod(&format!("{PV}-jiva-rep-1"), &csi_labels(), None),
+        pod(&format!("{PV}-jiva-rep-2"), &csi_labels(), None),
+    ];
+    pods[2].status.phase = "Pending".into();
+    pods[2].status.container_statuses.clear();
+    pods[2].status.conditions.clear();
+    let mut r = evaluate(&data(&pods, &o), &o.policy(), now());
+    let seen = seen_in(&r, MEMORY);
+    assert_eq!(seen, [(PV.to_string(), Kind::Degraded)]);
+    let day = 86_400_000;
+    let t0 = 20_773 * day; // 2026-11-16
+    let mut m = Memory::default();
+    m.record(t0, &seen);
+    m.record(t0 + 1, &[]);
+    m.record(t0 + 3 * day, &seen);
+    let rem = Remembered {
+        memory: m,
+        now: t0 + 3 * day,
+        ..Default::default()
+    };
+    annotate(&mut r, MEMORY, &rem);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.signal == "degraded_redundancy")
+        .unwrap();
+    assert!(
+        f.text
+            .ends_with("(degraded redundancy); degraded 2 times in 30 days (last 2026-11-16)"),
+        "{}",
+        f.text
+    );
+}

@@ -18,6 +18,20 @@ use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 use std::time::Duration;
 
+/// The memory file's id (`<state-dir>/longhorn_volumes.volumes.json`).
+pub const CHECK_ID: &str = "longhorn_volumes";
+
+/// The findings the memory of the volumes counts (`--state-dir`), by signal.
+pub const MEMORY: &[(&str, node::history::Kind)] = &[
+    ("longhorn_volume_degraded", node::history::Kind::Degraded),
+    ("longhorn_no_healthy_replica", node::history::Kind::Degraded),
+    ("longhorn_volume_faulted", node::history::Kind::Degraded),
+    (
+        "longhorn_filesystem_read_only",
+        node::history::Kind::ReadOnly,
+    ),
+];
+
 /// Longhorn's API group.
 pub const GROUP: &str = "longhorn.io";
 /// The versions read, preferred first: v1beta2 (Longhorn ≥ 1.3), v1beta1 (older).
@@ -62,6 +76,11 @@ pub struct Opts {
     #[command(flatten)]
     pub api: kube::ApiArgs,
 
+    /// `--state-dir`: each volume's degraded and read-only spells, so a finding says how often
+    /// in 30 days
+    #[command(flatten)]
+    pub state: node::history::StateDirArg,
+
     /// `--host-root`: accepted in container mode like every check's (this cluster-wide check
     /// reads nothing of the host, so it changes nothing).
     #[command(flatten)]
@@ -76,12 +95,15 @@ impl Check for Opts {
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let d = gather(self, ctx)?;
-        Ok(evaluate(
+        let mut r = evaluate(
             &d,
             &self.thresholds.thresholds(),
             self.stuck_after,
             kube::time::now(),
-        ))
+        );
+        // The memory of the volumes (--state-dir): how often each was degraded before.
+        self.state.keep(CHECK_ID, &mut r, MEMORY);
+        Ok(r)
     }
 }
 

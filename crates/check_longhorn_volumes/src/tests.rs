@@ -477,3 +477,46 @@ fn one_wanted_replica_is_said_in_the_singular() {
         r.findings[0].text
     );
 }
+
+/// The memory of the volumes (--state-dir) counts a degraded volume by its PV; a second spell
+/// is said on its finding.
+#[test]
+fn a_volume_degraded_again_says_how_often() {
+    use node::history::{annotate, seen_in, Kind, Memory, Remembered};
+    let d = data(
+        volume("attached", "degraded", "Running"),
+        vec![
+            replica(0, "worker-01", false),
+            replica(1, "worker-02", false),
+            replica(2, "worker-03", true),
+        ],
+        vec![engine(&[(0, "RW"), (1, "RW"), (2, "ERR")], false)],
+    );
+    let mut r = eval(&d);
+    let seen = seen_in(&r, crate::MEMORY);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].1, Kind::Degraded);
+    let day = 86_400_000;
+    let t0 = 20_773 * day; // 2026-11-16
+    let mut m = Memory::default();
+    m.record(t0, &seen);
+    m.record(t0 + 1, &[]);
+    m.record(t0 + 3 * day, &seen);
+    let rem = Remembered {
+        memory: m,
+        now: t0 + 3 * day,
+        ..Default::default()
+    };
+    annotate(&mut r, crate::MEMORY, &rem);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.signal == "longhorn_volume_degraded")
+        .unwrap();
+    assert!(
+        f.text
+            .ends_with("2 of 3 replicas healthy; degraded 2 times in 30 days (last 2026-11-16)"),
+        "{}",
+        f.text
+    );
+}

@@ -192,6 +192,27 @@ pub fn wanted(data: &NodeData) -> Wanted {
     w
 }
 
+/// The PVs read-only this run, as the findings will say: the kernel's (or a dead mount's)
+/// read-only, and a filesystem read-only without error that the API says is meant to be written.
+/// Not those read-only on purpose nor those whose intent is unknown. Pure.
+pub fn read_only_pvs(data: &NodeData, names: &Names) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &data.volumes {
+        let ro = match judge(v, data.kernel, data.can_read_all) {
+            Verdict::ReadOnly(_) => true,
+            Verdict::ReadOnlyNoError(_) | Verdict::ReadOnlyEverywhere(_) => matches!(
+                v.names.iter().find_map(|n| names.intent(n)),
+                Some(kube::checks::names::Intent::Writable(_))
+            ),
+            _ => false,
+        };
+        if ro {
+            out.extend(v.names.iter().cloned());
+        }
+    }
+    out
+}
+
 /// The machine-readable kind of a verdict (the finding's `signal`). Pure.
 pub fn signal_of(v: &Volume, verdict: &Verdict) -> &'static str {
     let has = |o: &str| v.super_options.split(',').any(|x| x == o);
@@ -302,6 +323,15 @@ fn volume_finding(v: &Volume, data: &NodeData, names: &Names, tally: &mut Tally)
     } else {
         write!(text, " {what} — {} on {} ({})", v.fstype, v.source, v.key)
     };
+    // A flapping volume is a known-bad one: how often it was read-only before (--state-dir).
+    if status == Status::Critical {
+        if let Some(m) = &data.memory {
+            let kind = node::history::Kind::ReadOnly;
+            if let Some(h) = m.text_any(v.names.iter().map(String::as_str), kind) {
+                let _ = write!(text, "; {h}");
+            }
+        }
+    }
     // A read-only-everywhere volume the API says is read-only on purpose keeps the OK signal.
     let signal = match (&verdict, status) {
         (Verdict::ReadOnlyEverywhere(_), Status::Ok) => "ro_by_design",
@@ -484,6 +514,9 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
     findings.extend(node_fs);
     let mut r = Report::new(status, summary).unit("volume", "volumes");
     r.notes.extend(data.notes.iter().cloned());
+    if let Some(m) = &data.memory {
+        r.notes.extend(m.notes.iter().cloned());
+    }
     note_denied(&mut r, data);
     r.findings = findings;
     r.sort_findings();

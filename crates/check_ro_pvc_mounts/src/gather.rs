@@ -64,6 +64,25 @@ pub struct NodeData {
     pub notes: Vec<String>,
     /// The filesystems of the kubelet roots and of `/`.
     pub node_fs: Vec<NodeFs>,
+    /// The PVs' earlier read-only spells and this run's (with `--state-dir`).
+    pub memory: Option<node::history::Remembered>,
+}
+
+/// The state file's id (`<state-dir>/ro_pvc_mounts.volumes.json`).
+pub const CHECK_ID: &str = "ro_pvc_mounts";
+
+/// Keep this run's read-only PVs (`ro`, PV names) in the memory of the volumes under
+/// `--state-dir` (nothing without it) and give `data` what it remembers.
+pub fn remember(o: &crate::Opts, data: &mut NodeData, ro: &[String], ctx: &Ctx) {
+    if o.state.state_dir.is_none() {
+        return;
+    }
+    ctx.stage("remembering the PVs' read-only spells");
+    let seen: Vec<(String, node::history::Kind)> = ro
+        .iter()
+        .map(|pv| (pv.clone(), node::history::Kind::ReadOnly))
+        .collect();
+    data.memory = o.state.remember(CHECK_ID, &seen, plugin::time::now_ms());
 }
 
 /// The filesystems holding the kubelet roots and `/`, one entry per mount. Pure.
@@ -277,5 +296,6 @@ pub fn gather(o: &crate::Opts, ctx: &Ctx) -> Result<NodeData, Unknown> {
         node_name: o.node.name_or_host(|| host.hostname()),
         notes,
         node_fs,
+        memory: None,
     })
 }

@@ -10,8 +10,8 @@ mod evaluate;
 mod gather;
 mod text;
 
-pub use evaluate::{evaluate, evaluate_named, judge, signal_of, wanted, Verdict};
-pub use gather::{gather, group, node_filesystems, NodeData, NodeFs, Volume};
+pub use evaluate::{evaluate, evaluate_named, judge, read_only_pvs, signal_of, wanted, Verdict};
+pub use gather::{gather, group, node_filesystems, remember, NodeData, NodeFs, Volume, CHECK_ID};
 
 use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
@@ -57,6 +57,10 @@ pub struct Opts {
     #[command(flatten)]
     pub probe: node::ProbeTimeoutArg,
 
+    /// `--state-dir`: each PV's read-only spells, so a finding says how often in 30 days
+    #[command(flatten)]
+    pub state: node::history::StateDirArg,
+
     /// Names an operator knows: pods and claims of the volumes in non-OK findings
     #[command(flatten)]
     pub names: kube::checks::names::NamesArgs,
@@ -77,9 +81,12 @@ impl Check for Opts {
         self.names.reads_stdin()
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
-        let data = gather(self, ctx)?;
+        let mut data = gather(self, ctx)?;
         // Names only after the node's own work, and only for what will be reported.
         let names = kube::checks::names::resolve(&self.names, &wanted(&data), ctx);
+        // The read-only spells of each PV (--state-dir), now that the names tell intent.
+        let ro = read_only_pvs(&data, &names);
+        remember(self, &mut data, &ro, ctx);
         ctx.stage("evaluating");
         let t = self.thresholds.thresholds();
         let report = evaluate_named(&data, &t, &names);

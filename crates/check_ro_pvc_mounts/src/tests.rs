@@ -89,6 +89,7 @@ fn data(text: &str, kernel: (u32, u32, u32)) -> NodeData {
         node_name: Some("k8s03".into()),
         notes: vec![],
         node_fs: vec![],
+        memory: None,
     }
 }
 
@@ -756,4 +757,61 @@ fn next_step_cordons_the_pods_node_not_the_host_name() {
     for c in plugin::next::commands(&next) {
         assert!(plugin::next::is_pasteable(c), "{c}");
     }
+}
+
+/// With a memory (--state-dir), a read-only PV's finding says how often it was read-only in 30
+/// days; the memory's notes are the report's; the PVs recorded are the read-only ones only.
+#[test]
+fn a_flapping_volume_says_how_often_it_was_read_only() {
+    use node::history::{Kind, Memory, Remembered};
+    let mut d = data(&table("rw,emergency_ro"), (6, 15, 0));
+    let ro = read_only_pvs(&d, &Names::default());
+    assert_eq!(ro, ["pvc-a634b9a3"]);
+    let day = 86_400_000;
+    let t0 = 20_773 * day; // 2026-11-16
+    let mut m = Memory::default();
+    let seen = [("pvc-a634b9a3".to_string(), Kind::ReadOnly)];
+    m.record(t0, &seen);
+    m.record(t0 + 1, &[]);
+    m.record(t0 + 4 * day, &seen);
+    m.record(t0 + 4 * day + 1, &[]);
+    let now = t0 + 10 * day;
+    m.record(now, &seen);
+    d.memory = Some(Remembered {
+        memory: m.clone(),
+        now,
+        notes: vec!["state file x: 1 invalid entry dropped".into()],
+        kept: true,
+    });
+    let r = evaluate(&d, &default_t());
+    assert_eq!(r.status, Status::Critical);
+    let f = &r.findings[0];
+    assert!(
+        f.text
+            .ends_with("; read-only 3 times in 30 days (last 2026-11-20)"),
+        "{}",
+        f.text
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("1 invalid entry")),
+        "{:?}",
+        r.notes
+    );
+    // A first spell says nothing more.
+    let mut first = Memory::default();
+    first.record(now, &seen);
+    d.memory = Some(Remembered {
+        memory: first,
+        now,
+        ..Default::default()
+    });
+    let r = evaluate(&d, &default_t());
+    assert!(
+        !r.findings[0].text.contains("times in"),
+        "{}",
+        r.findings[0].text
+    );
+    // A healthy node records nothing.
+    let healthy = data(&table("rw"), (6, 18, 0));
+    assert!(read_only_pvs(&healthy, &Names::default()).is_empty());
 }

@@ -39,6 +39,10 @@ pub struct Candidate {
     pub rule: Rule,
     /// Waiting reasons seen (for the creating rule), e.g. "ContainerCreating".
     pub waiting: Vec<String>,
+    /// The names of the pod's volumes that are no claim (an event naming one is not about a
+    /// PV), and whether it has a claim at all.
+    pub inline_volumes: Vec<String>,
+    pub has_claims: bool,
 }
 
 impl StuckPod for Candidate {
@@ -89,7 +93,83 @@ pub fn classify(p: &Pod) -> Option<Candidate> {
             .or(p.metadata.creation_timestamp),
         rule,
         waiting,
+        inline_volumes: p
+            .spec
+            .volumes
+            .iter()
+            .filter(|v| v.persistent_volume_claim.is_none())
+            .map(|v| v.name.clone())
+            .collect(),
+        has_claims: p.claim_names().next().is_some(),
     })
+}
+
+/// The PVs a stuck pod's latest volume event names: the kubelet writes a PV-backed volume as
+/// its PV (`MountVolume.MountDevice failed for volume "pvc-…"`, `AttachVolume.Attach failed for
+/// volume "pvc-…"`); a name that is one of the pod's inline volumes is not a PV, and a pod with
+/// no claim has none. Unknown otherwise (none). Pure.
+pub fn event_pvs<'a>(d: &'a Data, c: &Candidate) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    if !c.has_claims {
+        return out;
+    }
+    let Some(e) = d.events.get(&c.pod.key()) else {
+        return out;
+    };
+    let mut rest = e.message.as_str();
+    while let Some(i) = rest.find("for volume \"") {
+        rest = &rest[i + "for volume \"".len()..];
+        let Some(j) = rest.find('"') else { break };
+        let name = &rest[..j];
+        rest = &rest[j..];
+        if !name.is_empty() && !c.inline_volumes.iter().any(|v| v == name) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The PVs of the pods stuck this run (past the thresholds), as far as known. Pure.
+pub fn stuck_pvs(d: &Data, policy: &Policy, now: Time) -> Vec<String> {
+    let mut out: Vec<String> = d
+        .found
+        .iter()
+        .filter(|c| policy.judge(*c, now) != plugin::Status::Ok)
+        .flat_map(|c| event_pvs(d, c))
+        .map(str::to_string)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// What the memory of the volumes says (`--state-dir`), added to the report: the finding of a
+/// stuck pod whose PV had an earlier stuck spell names it; the memory's notes are the report's.
+/// Pure.
+pub fn recall(r: &mut Report, d: &Data, m: &node::history::Remembered) {
+    for f in r
+        .findings
+        .iter_mut()
+        .filter(|f| f.status != plugin::Status::Ok)
+    {
+        let (Some(ns), Some(pod)) = (f.subject.namespace.as_deref(), f.subject.pod.as_deref())
+        else {
+            continue;
+        };
+        let Some(c) = d
+            .found
+            .iter()
+            .find(|c| c.pod.namespace == ns && c.pod.name == pod)
+        else {
+            continue;
+        };
+        for pv in event_pvs(d, c) {
+            if let Some(h) = m.text(pv, node::history::Kind::Stuck) {
+                f.text.push_str(&format!("; its volume {pv}: {h}"));
+            }
+        }
+    }
+    r.notes.extend(m.notes.iter().cloned());
 }
 
 /// What decides, from the options: how long a pod may stay stuck.

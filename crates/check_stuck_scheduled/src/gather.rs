@@ -19,3 +19,18 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
         },
     )
 }
+
+/// The state file's id (`<state-dir>/stuck_scheduled.volumes.json`).
+pub const CHECK_ID: &str = "stuck_scheduled";
+
+/// Keep this run's stuck PVs (`pvs`: those the stuck pods' volume events name) in the memory of
+/// the volumes under `--state-dir`; what it remembers (`None` without it).
+pub fn remember(opts: &Opts, pvs: &[String], ctx: &Ctx) -> Option<node::history::Remembered> {
+    opts.state.state_dir.as_ref()?;
+    ctx.stage("remembering the PVs' stuck spells");
+    let seen: Vec<(String, node::history::Kind)> = pvs
+        .iter()
+        .map(|pv| (pv.clone(), node::history::Kind::Stuck))
+        .collect();
+    opts.state.remember(CHECK_ID, &seen, plugin::time::now_ms())
+}

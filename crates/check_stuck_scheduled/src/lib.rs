@@ -14,9 +14,10 @@ mod evaluate;
 mod gather;
 
 pub use evaluate::{
-    classify, evaluate, is_volume_failure, latest_volume_event, Candidate, Data, Policy, Rule,
+    classify, evaluate, event_pvs, is_volume_failure, latest_volume_event, recall, stuck_pvs,
+    Candidate, Data, Policy, Rule,
 };
-pub use gather::gather;
+pub use gather::{gather, remember, CHECK_ID};
 
 use clap::Parser;
 use kube::checks::stuck::StuckArgs;
@@ -53,6 +54,11 @@ pub struct Opts {
     /// /etc/hostname, not the pod's.
     #[command(flatten)]
     pub host: node::HostRootArg,
+
+    /// `--state-dir`: each PV's stuck spells (the PVs a stuck pod's volume events name), so a
+    /// finding says how often in 30 days
+    #[command(flatten)]
+    pub state: node::history::StateDirArg,
 }
 
 impl Opts {
@@ -73,7 +79,13 @@ impl Check for Opts {
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
         let d = gather(self, ctx, now)?;
-        Ok(evaluate(&d, &self.policy(), now))
+        let policy = self.policy();
+        let mut r = evaluate(&d, &policy, now);
+        // The stuck spells of the stuck pods' PVs (--state-dir).
+        if let Some(m) = remember(self, &stuck_pvs(&d, &policy, now), ctx) {
+            recall(&mut r, &d, &m);
+        }
+        Ok(r)
     }
 }
 

@@ -228,3 +228,74 @@ fn options() {
         assert!(help.contains(h), "{h}: {help}");
     }
 }
+
+/// With a memory (--state-dir): the PV a stuck pod's volume event names (not an inline volume,
+/// only for a pod with a claim) is recorded, and its earlier stuck spells are said.
+#[test]
+fn a_volume_whose_pods_keep_sticking_says_so() {
+    use node::history::{Kind, Memory, Remembered};
+    let with_claim = r#","volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data-a"}},{"name":"cfg","configMap":{"name":"x"}}]"#;
+    let mk = |name: &str, mins: i64, vols: &str| {
+        let mut p = pending(name, mins, "");
+        let extra: kube::Pod = pod(&format!(r#"{{"spec":{{"nodeName":"worker-04"{vols}}}}}"#));
+        p.spec.volumes = extra.spec.volumes;
+        p
+    };
+    let mut d = data(&[
+        mk("a", 20, with_claim),
+        mk("b", 20, ""),
+        mk("c", 1, with_claim),
+    ]);
+    let ev = |msg: &str| LastEvent {
+        reason: "FailedMount".into(),
+        message: msg.into(),
+        when: Some(now() - 60),
+    };
+    d.events.insert(
+        "llmsafespaces/a".into(),
+        ev("MountVolume.MountDevice failed for volume \"pvc-81b676e6\" : rpc error; MountVolume.SetUp failed for volume \"cfg\" : x"),
+    );
+    // No claim: a name in its event is not taken for a PV.
+    d.events.insert(
+        "llmsafespaces/b".into(),
+        ev("MountVolume.SetUp failed for volume \"pvc-other\""),
+    );
+    let p = policy(&[]);
+    assert_eq!(stuck_pvs(&d, &p, now()), ["pvc-81b676e6"]);
+    let day = 86_400_000;
+    let t0 = 20_773 * day; // 2026-11-16
+    let mut m = Memory::default();
+    let seen = [("pvc-81b676e6".to_string(), Kind::Stuck)];
+    m.record(t0, &seen);
+    m.record(t0 + 1, &[]);
+    m.record(t0 + 2 * day, &seen);
+    let mut r = evaluate(&d, &p, now());
+    recall(
+        &mut r,
+        &d,
+        &Remembered {
+            memory: m,
+            now: t0 + 2 * day,
+            notes: vec!["n".into()],
+            kept: true,
+        },
+    );
+    let a = r
+        .findings
+        .iter()
+        .find(|f| f.subject.pod.as_deref() == Some("a"))
+        .unwrap();
+    assert!(
+        a.text
+            .ends_with("; its volume pvc-81b676e6: stuck 2 times in 30 days (last 2026-11-16)"),
+        "{}",
+        a.text
+    );
+    let b = r
+        .findings
+        .iter()
+        .find(|f| f.subject.pod.as_deref() == Some("b"))
+        .unwrap();
+    assert!(!b.text.contains("times in"), "{}", b.text);
+    assert_eq!(r.notes, ["n"]);
+}

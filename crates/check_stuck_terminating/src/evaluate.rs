@@ -59,6 +59,58 @@ pub struct Data {
     /// Pod UID → its volume mounts still on this node (deepest first: subPaths before their
     /// volume), from the mount table: what to unmount, whatever the events say or forgot.
     pub mounts: HashMap<String, Vec<String>>,
+    /// The PVs' earlier stuck spells and this run's (with `--state-dir`).
+    pub memory: Option<node::history::Remembered>,
+}
+
+/// The PV of a CSI pod volume mount path (`…/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`,
+/// or a path below it). Pure.
+pub fn csi_pv_of(path: &str) -> Option<&str> {
+    let (_, rest) = path.split_once("/volumes/kubernetes.io~csi/")?;
+    let pv = rest.split('/').next()?;
+    (!pv.is_empty()).then_some(pv)
+}
+
+/// The PVs of a wedged pod as far as they are known: its CSI volume mounts still on this node,
+/// else the one of the mount path its teardown failure names; none otherwise. Pure.
+pub fn pod_pvs<'a>(d: &'a Data, t: &Terminating) -> Vec<&'a str> {
+    let mut v: Vec<&str> = d
+        .mounts
+        .get(&t.uid)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| csi_pv_of(p))
+        .collect();
+    if v.is_empty() {
+        if let Some(e) = d.scan.events.get(&t.pod.key()) {
+            let uid = t.uid.as_str();
+            if let Some(m) = mount_path_re()
+                .captures_iter(&e.message)
+                .find(|c| uid.is_empty() || c[2].eq_ignore_ascii_case(uid))
+                .and_then(|c| c.get(1))
+            {
+                v.extend(csi_pv_of(m.as_str()));
+            }
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The PVs of the pods wedged this run (past the thresholds), as far as known. Pure.
+pub fn stuck_pvs(d: &Data, policy: &Policy, now: Time) -> Vec<String> {
+    let mut out: Vec<String> = d
+        .scan
+        .found
+        .iter()
+        .filter(|t| policy.judge(*t, now) != Status::Ok)
+        .flat_map(|t| pod_pvs(d, t))
+        .map(str::to_string)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// `Some` when the pod is terminating (whatever for how long).
@@ -174,6 +226,14 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         } else {
             text.push_str(&format!(", finalizers: {}", t.finalizers.join(", ")));
         }
+        // A volume whose pods keep wedging is a known-bad one (--state-dir).
+        if let Some(m) = d.memory.as_ref().filter(|_| s != Status::Ok) {
+            for pv in pod_pvs(d, t) {
+                if let Some(h) = m.text(pv, node::history::Kind::Stuck) {
+                    text.push_str(&format!("; its volume {pv}: {h}"));
+                }
+            }
+        }
         let mut f = Finding::new(s, text)
             .signal(if s == Status::Ok {
                 "terminating"
@@ -253,6 +313,9 @@ pub fn evaluate(d: &Data, policy: &Policy, now: Time) -> Report {
         r = r.finding(finding(Status::Ok, t));
     }
     for n in &scan.notes {
+        r = r.note(n.clone());
+    }
+    for n in d.memory.iter().flat_map(|m| &m.notes) {
         r = r.note(n.clone());
     }
     r

@@ -23,6 +23,7 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
     let mut d = Data {
         scan,
         mounts: HashMap::new(),
+        memory: None,
     };
     gather_mounts(opts, ctx, now, &mut d);
     Ok(d)
@@ -84,4 +85,25 @@ fn gather_mounts(opts: &Opts, ctx: &Ctx, now: Time, d: &mut Data) {
             .notes
             .push(format!("volume mounts not looked up: {e}")),
     }
+}
+
+/// The state file's id (`<state-dir>/stuck_terminating.volumes.json`).
+pub const CHECK_ID: &str = "stuck_terminating";
+
+/// The cluster-wide run's own (`--all-nodes`, `<state-dir>/stuck_terminating_all_nodes.volumes.json`):
+/// it sees other pods than the node's run, and one file for both would end each other's spells.
+pub const CHECK_ID_ALL_NODES: &str = "stuck_terminating_all_nodes";
+
+/// Keep this run's stuck PVs (`pvs`: those of the wedged pods) in the memory of the volumes
+/// under `--state-dir` (nothing without it) and give `d` what it remembers.
+pub fn remember(opts: &Opts, d: &mut Data, pvs: &[String], ctx: &Ctx) {
+    if opts.state.state_dir.is_none() {
+        return;
+    }
+    ctx.stage("remembering the PVs' stuck spells");
+    let seen: Vec<(String, node::history::Kind)> = pvs
+        .iter()
+        .map(|pv| (pv.clone(), node::history::Kind::Stuck))
+        .collect();
+    d.memory = opts.state.remember(CHECK_ID, &seen, plugin::time::now_ms());
 }

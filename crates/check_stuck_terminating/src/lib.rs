@@ -15,10 +15,10 @@ mod evaluate;
 mod gather;
 
 pub use evaluate::{
-    classify, evaluate, failed_mount_path, is_teardown_failure, latest_teardown, pod_mounts, Data,
-    Policy, Teardown, Terminating, DEFAULT_GRACE,
+    classify, csi_pv_of, evaluate, failed_mount_path, is_teardown_failure, latest_teardown,
+    pod_mounts, pod_pvs, stuck_pvs, Data, Policy, Teardown, Terminating, DEFAULT_GRACE,
 };
-pub use gather::gather;
+pub use gather::{gather, remember, CHECK_ID, CHECK_ID_ALL_NODES};
 
 use clap::Parser;
 use kube::checks::stuck::StuckArgs;
@@ -65,6 +65,11 @@ pub struct Opts {
 
     #[command(flatten)]
     pub mountinfo: node::MountinfoArg,
+
+    /// `--state-dir`: each PV's stuck spells (a wedged pod's volumes, where known), so a finding
+    /// says how often in 30 days
+    #[command(flatten)]
+    pub state: node::history::StateDirArg,
 }
 
 impl Opts {
@@ -84,8 +89,12 @@ impl Check for Opts {
     }
     fn run(&self, ctx: &Ctx) -> Result<Report, Unknown> {
         let now = kube::time::now();
-        let d = gather(self, ctx, now)?;
-        Ok(evaluate(&d, &self.policy(), now))
+        let mut d = gather(self, ctx, now)?;
+        let policy = self.policy();
+        // The stuck spells of the wedged pods' PVs (--state-dir).
+        let pvs = stuck_pvs(&d, &policy, now);
+        remember(self, &mut d, &pvs, ctx);
+        Ok(evaluate(&d, &policy, now))
     }
 }
 

@@ -346,3 +346,64 @@ fn umount_hint_from_the_pods_mounts_on_the_node() {
     );
     assert!(!r.findings[0].details.iter().any(|x| x.contains("umount")));
 }
+
+/// With a memory (--state-dir), a wedged pod's finding names its volume's earlier stuck spells;
+/// the PVs recorded are those of wedged pods only, from their mounts or their teardown event.
+#[test]
+fn a_volume_whose_pods_keep_wedging_says_so() {
+    use node::history::{Kind, Memory, Remembered};
+    let mut d = data(&[
+        deleted("seerr-seerr-chart-0", 41 * 60, 30, &[]),
+        // Inside its grace period: not stuck, not recorded.
+        deleted("fresh-0", 10, 30, &[]),
+    ]);
+    d.scan.events.insert(
+        "media/seerr-seerr-chart-0".into(),
+        Teardown {
+            reason: "FailedUnmount".into(),
+            message: TEARDOWN.into(),
+            when: Some(now() - 40 * 60),
+        },
+    );
+    let p = policy(&[]);
+    assert_eq!(stuck_pvs(&d, &p, now()), ["pvc-746b2837"]);
+    // Its mounts on the node, when known, tell the PVs (a subPath below one counts once).
+    let base = format!("/var/lib/kubelet/pods/{UID}/volumes/kubernetes.io~csi");
+    d.mounts.insert(
+        UID.into(),
+        vec![
+            format!("/var/lib/kubelet/pods/{UID}/volume-subpaths/pvc-x/app/0"),
+            format!("{base}/pvc-aaa/mount"),
+            format!("{base}/pvc-bbb/mount"),
+        ],
+    );
+    assert_eq!(stuck_pvs(&d, &p, now()), ["pvc-aaa", "pvc-bbb"]);
+    assert_eq!(csi_pv_of("/x/volumes/kubernetes.io~nfs/a/mount"), None);
+    let day = 86_400_000;
+    let t0 = 20_773 * day; // 2026-11-16
+    let mut m = Memory::default();
+    let seen = [("pvc-bbb".to_string(), Kind::Stuck)];
+    m.record(t0, &seen);
+    m.record(t0 + 1, &[]);
+    m.record(t0 + day, &seen);
+    d.memory = Some(Remembered {
+        memory: m,
+        now: t0 + day,
+        notes: vec!["a memory note".into()],
+        kept: true,
+    });
+    let r = evaluate(&d, &p, now());
+    let f = &r.findings[0];
+    assert!(
+        f.text
+            .ends_with("; its volume pvc-bbb: stuck 2 times in 30 days (last 2026-11-16)"),
+        "{}",
+        f.text
+    );
+    assert!(!f.text.contains("pvc-aaa"), "{}", f.text);
+    assert!(
+        r.notes.iter().any(|n| n == "a memory note"),
+        "{:?}",
+        r.notes
+    );
+}

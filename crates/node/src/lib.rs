@@ -8,6 +8,7 @@ pub mod blockdev;
 pub mod blockname;
 pub mod csi;
 pub mod fsstate;
+pub mod history;
 pub mod host;
 pub mod iscsi;
 pub mod kubelet;
