@@ -251,29 +251,59 @@ pub fn holding(
     label: &str,
     paths: &[PathBuf],
 ) -> Result<Vec<Option<Mount>>, ParseError> {
-    let wanted: Vec<String> = paths.iter().map(|p| escape(&p.to_string_lossy())).collect();
-    let on_the_way = |mp: &str| {
-        wanted.iter().any(|w| {
-            mp == "/" || w == mp || (w.starts_with(mp) && w.as_bytes().get(mp.len()) == Some(&b'/'))
-        })
-    };
-    let kept = parse_with(text, label, on_the_way)?;
-    Ok(paths
-        .iter()
-        .map(|p| {
-            let mut best: Option<&Mount> = None;
-            for m in &kept {
-                if !p.starts_with(&m.mount_point) {
-                    continue;
+    let mut h = Holding::new(paths);
+    for_each_line(text, label, |raw| h.offer(&raw))?;
+    Ok(h.finish())
+}
+
+/// [`holding`], fed line by line: a pass over the table that does something else too (the
+/// device-usage map) finds the mounts holding `paths` in the same pass.
+pub(crate) struct Holding<'p> {
+    paths: &'p [PathBuf],
+    wanted: Vec<String>,
+    kept: Vec<Mount>,
+}
+
+impl<'p> Holding<'p> {
+    pub(crate) fn new(paths: &'p [PathBuf]) -> Holding<'p> {
+        Holding {
+            paths,
+            wanted: paths.iter().map(|p| escape(&p.to_string_lossy())).collect(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Keep the line's mount if its mount point is on the way to one of the paths.
+    pub(crate) fn offer(&mut self, raw: &Raw<'_>) {
+        let mp = raw.mount_point;
+        let on_the_way = mp == "/"
+            || self.wanted.iter().any(|w| {
+                w == mp || (w.starts_with(mp) && w.as_bytes().get(mp.len()) == Some(&b'/'))
+            });
+        if on_the_way {
+            self.kept.push(raw.to_mount());
+        }
+    }
+
+    pub(crate) fn finish(self) -> Vec<Option<Mount>> {
+        let kept = self.kept;
+        self.paths
+            .iter()
+            .map(|p| {
+                let mut best: Option<&Mount> = None;
+                for m in &kept {
+                    if !p.starts_with(&m.mount_point) {
+                        continue;
+                    }
+                    let depth = m.mount_point.components().count();
+                    if best.is_none_or(|b| depth >= b.mount_point.components().count()) {
+                        best = Some(m);
+                    }
                 }
-                let depth = m.mount_point.components().count();
-                if best.is_none_or(|b| depth >= b.mount_point.components().count()) {
-                    best = Some(m);
-                }
-            }
-            best.cloned()
-        })
-        .collect())
+                best.cloned()
+            })
+            .collect()
+    }
 }
 
 /// [`holding`] on the mount table at `path`.
