@@ -140,13 +140,13 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
         .name("probe".into())
         .stack_size(64 * 1024)
         .spawn(move || {
+            // The thread's id, asked once: every probe it runs is on this thread.
+            let tid = nix::unistd::gettid().as_raw();
             loop {
                 let i = sh2.next.fetch_add(1, Ordering::SeqCst);
                 if i >= sh2.paths.len() {
                     break;
                 }
-                // SAFETY: gettid has no preconditions.
-                let tid = nix::unistd::gettid().as_raw();
                 sh2.tids[i].store(tid, Ordering::SeqCst);
                 let t = nanos(sh2.base.elapsed()) + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
@@ -168,7 +168,7 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
 /// Results are in the order of `paths`. A hung probe's thread is abandoned and replaced, so total
 /// wall time is about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
 pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<Outcome> {
-    probe_many_tids(paths, timeout, parallel).0
+    probe_many_tids(paths.to_vec(), timeout, parallel).0
 }
 
 /// A filesystem's size and use as `statvfs` tells it (the probe's own `statfs` stage), in bytes
@@ -202,7 +202,7 @@ impl Space {
 /// [`probe_many`], also returning the thread id each probe ran on (0: never started) and what
 /// `statvfs` said of each path that answered it.
 fn probe_many_tids(
-    paths: &[PathBuf],
+    paths: Vec<PathBuf>,
     timeout: Duration,
     parallel: usize,
 ) -> (Vec<Outcome>, Vec<i32>, Vec<Option<Space>>) {
@@ -211,7 +211,7 @@ fn probe_many_tids(
         return (Vec::new(), Vec::new(), Vec::new());
     }
     let sh = Arc::new(Shared {
-        paths: paths.to_vec(),
+        paths,
         next: AtomicUsize::new(0),
         started: (0..n).map(|_| AtomicU64::new(0)).collect(),
         tids: (0..n)
@@ -442,7 +442,7 @@ pub fn probe_remembered_space(
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     };
     let started = now_ms();
-    let (res, tids, got) = probe_many_tids(&paths, timeout, parallel);
+    let (res, tids, got) = probe_many_tids(paths, timeout, parallel);
     let mut spaces: Vec<Option<Space>> = vec![None; targets.len()];
     for (&i, sp) in todo.iter().zip(got) {
         spaces[i] = sp;
@@ -520,17 +520,42 @@ fn probe_now(path: &Path, space: &OnceLock<Space>) -> Outcome {
         }
     }
     if meta.is_dir() {
-        let mut rd = match std::fs::read_dir(path) {
-            Ok(r) => r,
-            Err(e) => return fail(Stage::Open, e),
-        };
-        if let Some(Err(e)) = rd.next() {
-            return fail(Stage::Readdir, e);
+        if let Err((stage, errno)) = open_and_read_once(path) {
+            return Outcome::Failed { stage, errno };
         }
     }
     Outcome::Answered {
         is_dir: meta.is_dir(),
     }
+}
+
+/// `open(O_DIRECTORY)`, one `getdents64` into a buffer on the stack, `close`: what a pod's first
+/// listing of its volume does, with no allocation and no `fcntl` (a `DIR` stream sets
+/// close-on-exec again and allocates its buffer; thousands of probe threads' allocations
+/// contended on the allocator's lock).
+fn open_and_read_once(path: &Path) -> Result<(), (Stage, Errno)> {
+    use std::os::fd::AsRawFd;
+    let dir = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| (Stage::Open, e))?;
+    let mut buf = [0u8; 2048];
+    // SAFETY: the descriptor is open (owned by `dir` until the end of this function) and `buf`
+    // is writable for its length.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err((Stage::Readdir, Errno::last()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -553,6 +578,19 @@ mod tests {
         let t = [(PathBuf::from("/nonexistent/x"), "none".to_string())];
         let (_, spaces, _) = probe_remembered_space(&t, Duration::from_secs(5), 1, Err("-"));
         assert_eq!(spaces, vec![None]);
+    }
+
+    #[test]
+    fn the_listing_stage_opens_a_directory_and_reads_it_once() {
+        assert_eq!(open_and_read_once(Path::new("/")), Ok(()));
+        assert_eq!(
+            open_and_read_once(Path::new("/proc/self/status")),
+            Err((Stage::Open, Errno::ENOTDIR))
+        );
+        assert_eq!(
+            open_and_read_once(Path::new("/nonexistent/x")),
+            Err((Stage::Open, Errno::ENOENT))
+        );
     }
 
     #[test]
