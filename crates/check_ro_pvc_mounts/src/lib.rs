@@ -10,7 +10,7 @@ mod evaluate;
 mod gather;
 mod text;
 
-pub use evaluate::{evaluate, evaluate_named, judge, signal_of, wanted, Verdict};
+pub use evaluate::{evaluate, evaluate_named, evaluate_shown, judge, signal_of, wanted, Verdict};
 pub use gather::{gather, group, node_filesystems, NodeData, NodeFs, Volume};
 
 use clap::Parser;
@@ -82,7 +82,10 @@ impl Check for Opts {
         let names = kube::checks::names::resolve(&self.names, &wanted(&data), ctx);
         ctx.stage("evaluating");
         let t = self.thresholds.thresholds();
-        let report = evaluate_named(&data, &t, &names);
+        // OK volumes' findings only when the output prints them (-v, JSON).
+        let ok_findings =
+            self.common.verbose > 0 || self.common.format == plugin::render::Format::Json;
+        let report = evaluate_shown(&data, &t, &names, ok_findings);
         // The worker exits as soon as the report is sent: freeing thousands of volumes' small
         // allocations one by one would be most of a large node's run time, for nothing.
         std::mem::forget(data);
