@@ -17,6 +17,7 @@
 //! ([`Outcome::StillHung`]) without starting another probe. What remains: the stuck task itself,
 //! one per stuck device and mount, until the kernel completes or fails its I/O.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -378,6 +379,16 @@ impl Memory {
         None
     }
 
+    /// The names of the markers there now (`None`: the directory could not be listed): a node
+    /// with thousands of volumes and no stuck probe costs one listing, not one `open` per volume.
+    fn markers(&self) -> Option<HashSet<String>> {
+        std::fs::read_dir(self.dir.path())
+            .ok()?
+            .map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.as_ref().is_none_or(|n| n.starts_with("stuck-probe.")))
+            .collect()
+    }
+
     /// Remember that the probe on thread `tid` of this process is stuck on this device and mount.
     pub fn remember(
         &self,
@@ -425,7 +436,16 @@ pub fn probe_remembered_space(
     let mut out: Vec<Option<Outcome>> = vec![None; targets.len()];
     let mut notes = Vec::new();
     if let Ok(mem) = memory {
+        // Only the targets with a marker are looked at (all of them if the directory cannot be
+        // listed).
+        let listed = mem.markers();
         for (i, (path, dev)) in targets.iter().enumerate() {
+            if listed
+                .as_ref()
+                .is_some_and(|l| l.is_empty() || !l.contains(&Memory::name(dev, path)))
+            {
+                continue;
+            }
             if let Some(m) = mem.recall(dev, path) {
                 out[i] = Some(Outcome::StillHung {
                     since_ms: m.since_ms,
@@ -687,8 +707,15 @@ mod tests {
         let f = dir.join(Memory::name("7:0", mp));
         let m: Marker = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
         assert_eq!((m.tid, m.device.as_str(), m.since_ms), (tid, "7:0", 1000));
+        std::fs::write(dir.join("not-a-marker"), b"x").unwrap();
+        let listed = mem.markers().unwrap();
+        assert_eq!(
+            listed.into_iter().collect::<Vec<_>>(),
+            [Memory::name("7:0", mp)]
+        );
         assert!(mem.recall("7:0", mp).is_none());
         assert!(!f.exists());
+        assert_eq!(mem.markers(), Some(HashSet::new()));
         // A marker naming a task that does not exist.
         std::fs::write(
             &f,
