@@ -10,7 +10,9 @@ mod evaluate;
 mod gather;
 mod text;
 
-pub use evaluate::{evaluate, evaluate_named, judge, read_only_pvs, signal_of, wanted, Verdict};
+pub use evaluate::{
+    evaluate, evaluate_named, evaluate_shown, judge, read_only_pvs, signal_of, wanted, Verdict,
+};
 pub use gather::{gather, group, node_filesystems, remember, NodeData, NodeFs, Volume, CHECK_ID};
 
 use clap::Parser;
@@ -89,7 +91,10 @@ impl Check for Opts {
         remember(self, &mut data, &ro, ctx);
         ctx.stage("evaluating");
         let t = self.thresholds.thresholds();
-        let report = evaluate_named(&data, &t, &names);
+        // OK volumes' findings only when the output prints them (-v, JSON).
+        let ok_findings =
+            self.common.verbose > 0 || self.common.format == plugin::render::Format::Json;
+        let report = evaluate_shown(&data, &t, &names, ok_findings);
         // The worker exits as soon as the report is sent: freeing thousands of volumes' small
         // allocations one by one would be most of a large node's run time, for nothing.
         std::mem::forget(data);

@@ -815,3 +815,54 @@ fn a_flapping_volume_says_how_often_it_was_read_only() {
     let healthy = data(&table("rw"), (6, 18, 0));
     assert!(read_only_pvs(&healthy, &Names::default()).is_empty());
 }
+
+/// Issue 34: without `-v` (or JSON) the OK volumes get no finding, and nothing else changes: the
+/// status, summary, perfdata, notes and every non-OK finding are those of the full report.
+#[test]
+fn ok_findings_are_built_only_when_shown() {
+    let mut t = table("rw");
+    t += &line(
+        20,
+        "8:80",
+        &format!("{K}/pods/u1/volumes/kubernetes.io~csi/pvc-rox/mount"),
+        "ro",
+        "ext4",
+        "/dev/sdf",
+        "ro",
+    );
+    let mut names = Names::default();
+    names
+        .claims
+        .insert("pvc-rox".into(), ("media".into(), "library".into()));
+    names
+        .access_modes
+        .insert("pvc-rox".into(), vec!["ReadOnlyMany".to_string()]);
+    let rox = data(&t, (6, 18, 0))
+        .volumes
+        .into_iter()
+        .find(|v| v.names.contains("pvc-rox"))
+        .unwrap();
+    for (radarr, names, want) in [
+        ("rw", Names::default(), Status::Warning),
+        ("rw", names.clone(), Status::Ok),
+        ("rw,emergency_ro", names, Status::Critical),
+    ] {
+        let mut d = data(&table(radarr), (6, 18, 0));
+        d.volumes.push(rox.clone());
+        let full = evaluate_named(&d, &default_t(), &names);
+        let shown = evaluate_shown(&d, &default_t(), &names, false);
+        let bad: Vec<_> = full
+            .findings
+            .iter()
+            .filter(|f| f.status != Status::Ok)
+            .collect();
+        assert_eq!(shown.findings.iter().collect::<Vec<_>>(), bad);
+        assert_eq!(
+            (shown.status, &shown.summary, &shown.perfdata, &shown.notes),
+            (full.status, &full.summary, &full.perfdata, &full.notes)
+        );
+        assert_eq!(full.status, want, "{full:?}");
+        assert!(full.findings.len() > shown.findings.len());
+        assert_eq!(evaluate_shown(&d, &default_t(), &names, true), full);
+    }
+}

@@ -17,6 +17,7 @@
 //! ([`Outcome::StillHung`]) without starting another probe. What remains: the stuck task itself,
 //! one per stuck device and mount, until the kernel completes or fails its I/O.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -140,13 +141,13 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
         .name("probe".into())
         .stack_size(64 * 1024)
         .spawn(move || {
+            // The thread's id, asked once: every probe it runs is on this thread.
+            let tid = nix::unistd::gettid().as_raw();
             loop {
                 let i = sh2.next.fetch_add(1, Ordering::SeqCst);
                 if i >= sh2.paths.len() {
                     break;
                 }
-                // SAFETY: gettid has no preconditions.
-                let tid = nix::unistd::gettid().as_raw();
                 sh2.tids[i].store(tid, Ordering::SeqCst);
                 let t = nanos(sh2.base.elapsed()) + 1;
                 sh2.started[i].store(t, Ordering::SeqCst);
@@ -168,7 +169,7 @@ fn spawn_worker(sh: &Arc<Shared>) -> bool {
 /// Results are in the order of `paths`. A hung probe's thread is abandoned and replaced, so total
 /// wall time is about `timeout` × ⌈hung / parallel⌉ plus the work of the ones that answer.
 pub fn probe_many(paths: &[PathBuf], timeout: Duration, parallel: usize) -> Vec<Outcome> {
-    probe_many_tids(paths, timeout, parallel).0
+    probe_many_tids(paths.to_vec(), timeout, parallel).0
 }
 
 /// A filesystem's size and use as `statvfs` tells it (the probe's own `statfs` stage), in bytes
@@ -202,7 +203,7 @@ impl Space {
 /// [`probe_many`], also returning the thread id each probe ran on (0: never started) and what
 /// `statvfs` said of each path that answered it.
 fn probe_many_tids(
-    paths: &[PathBuf],
+    paths: Vec<PathBuf>,
     timeout: Duration,
     parallel: usize,
 ) -> (Vec<Outcome>, Vec<i32>, Vec<Option<Space>>) {
@@ -211,7 +212,7 @@ fn probe_many_tids(
         return (Vec::new(), Vec::new(), Vec::new());
     }
     let sh = Arc::new(Shared {
-        paths: paths.to_vec(),
+        paths,
         next: AtomicUsize::new(0),
         started: (0..n).map(|_| AtomicU64::new(0)).collect(),
         tids: (0..n)
@@ -378,6 +379,16 @@ impl Memory {
         None
     }
 
+    /// The names of the markers there now (`None`: the directory could not be listed): a node
+    /// with thousands of volumes and no stuck probe costs one listing, not one `open` per volume.
+    fn markers(&self) -> Option<HashSet<String>> {
+        std::fs::read_dir(self.dir.path())
+            .ok()?
+            .map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.as_ref().is_none_or(|n| n.starts_with("stuck-probe.")))
+            .collect()
+    }
+
     /// Remember that the probe on thread `tid` of this process is stuck on this device and mount.
     pub fn remember(
         &self,
@@ -425,7 +436,16 @@ pub fn probe_remembered_space(
     let mut out: Vec<Option<Outcome>> = vec![None; targets.len()];
     let mut notes = Vec::new();
     if let Ok(mem) = memory {
+        // Only the targets with a marker are looked at (all of them if the directory cannot be
+        // listed).
+        let listed = mem.markers();
         for (i, (path, dev)) in targets.iter().enumerate() {
+            if listed
+                .as_ref()
+                .is_some_and(|l| l.is_empty() || !l.contains(&Memory::name(dev, path)))
+            {
+                continue;
+            }
             if let Some(m) = mem.recall(dev, path) {
                 out[i] = Some(Outcome::StillHung {
                     since_ms: m.since_ms,
@@ -442,7 +462,7 @@ pub fn probe_remembered_space(
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     };
     let started = now_ms();
-    let (res, tids, got) = probe_many_tids(&paths, timeout, parallel);
+    let (res, tids, got) = probe_many_tids(paths, timeout, parallel);
     let mut spaces: Vec<Option<Space>> = vec![None; targets.len()];
     for (&i, sp) in todo.iter().zip(got) {
         spaces[i] = sp;
@@ -520,17 +540,59 @@ fn probe_now(path: &Path, space: &OnceLock<Space>) -> Outcome {
         }
     }
     if meta.is_dir() {
-        let mut rd = match std::fs::read_dir(path) {
-            Ok(r) => r,
-            Err(e) => return fail(Stage::Open, e),
-        };
-        if let Some(Err(e)) = rd.next() {
-            return fail(Stage::Readdir, e);
+        if let Err((stage, errno)) = open_and_read_once(path) {
+            return Outcome::Failed { stage, errno };
         }
     }
     Outcome::Answered {
         is_dir: meta.is_dir(),
     }
+}
+
+/// `open(O_DIRECTORY)`, one `getdents64` into a buffer on the stack, `close`: what a pod's first
+/// listing of its volume does, with no allocation and no `fcntl` (a `DIR` stream sets
+/// close-on-exec again and allocates its buffer; thousands of probe threads' allocations
+/// contended on the allocator's lock).
+fn open_and_read_once(path: &Path) -> Result<(), (Stage, Errno)> {
+    use nix::NixPath;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // The system call itself: musl's open() follows O_CLOEXEC with an fcntl(F_SETFD) for
+    // kernels older than 2.6.23.
+    let fd = path
+        .with_nix_path(|p| {
+            // SAFETY: `p` is a NUL-terminated path that lives for the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_openat,
+                    libc::AT_FDCWD,
+                    p.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0,
+                )
+            }
+        })
+        .map_err(|e| (Stage::Open, e))?;
+    if fd < 0 {
+        return Err((Stage::Open, Errno::last()));
+    }
+    let fd = i32::try_from(fd).map_err(|_| (Stage::Open, Errno::EBADF))?;
+    // SAFETY: the kernel just returned this descriptor, owned by nothing else.
+    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut buf = [0u8; 2048];
+    // SAFETY: the descriptor is open (owned by `dir` until the end of this function) and `buf`
+    // is writable for its length.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err((Stage::Readdir, Errno::last()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -553,6 +615,19 @@ mod tests {
         let t = [(PathBuf::from("/nonexistent/x"), "none".to_string())];
         let (_, spaces, _) = probe_remembered_space(&t, Duration::from_secs(5), 1, Err("-"));
         assert_eq!(spaces, vec![None]);
+    }
+
+    #[test]
+    fn the_listing_stage_opens_a_directory_and_reads_it_once() {
+        assert_eq!(open_and_read_once(Path::new("/")), Ok(()));
+        assert_eq!(
+            open_and_read_once(Path::new("/proc/self/status")),
+            Err((Stage::Open, Errno::ENOTDIR))
+        );
+        assert_eq!(
+            open_and_read_once(Path::new("/nonexistent/x")),
+            Err((Stage::Open, Errno::ENOENT))
+        );
     }
 
     #[test]
@@ -649,8 +724,15 @@ mod tests {
         let f = dir.join(Memory::name("7:0", mp));
         let m: Marker = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
         assert_eq!((m.tid, m.device.as_str(), m.since_ms), (tid, "7:0", 1000));
+        std::fs::write(dir.join("not-a-marker"), b"x").unwrap();
+        let listed = mem.markers().unwrap();
+        assert_eq!(
+            listed.into_iter().collect::<Vec<_>>(),
+            [Memory::name("7:0", mp)]
+        );
         assert!(mem.recall("7:0", mp).is_none());
         assert!(!f.exists());
+        assert_eq!(mem.markers(), Some(HashSet::new()));
         // A marker naming a task that does not exist.
         std::fs::write(
             &f,
