@@ -489,7 +489,7 @@ pub fn evaluate_named(data: &NodeData, thresholds: &Thresholds, names: &Names) -
 /// what the output will not print (plain output without `-v`, Prometheus) is not built — on a
 /// node with thousands of healthy volumes, building their findings was a third of the run.
 /// Pure.
-pub fn evaluate_shown(
+pub(crate) fn evaluate_shown(
     data: &NodeData,
     thresholds: &Thresholds,
     names: &Names,

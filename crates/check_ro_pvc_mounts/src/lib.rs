@@ -10,9 +10,8 @@ mod evaluate;
 mod gather;
 mod text;
 
-pub use evaluate::{
-    evaluate, evaluate_named, evaluate_shown, judge, read_only_pvs, signal_of, wanted, Verdict,
-};
+use evaluate::evaluate_shown;
+pub use evaluate::{evaluate, evaluate_named, judge, read_only_pvs, signal_of, wanted, Verdict};
 pub use gather::{gather, group, node_filesystems, remember, NodeData, NodeFs, Volume, CHECK_ID};
 
 use clap::Parser;

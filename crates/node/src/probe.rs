@@ -554,30 +554,18 @@ fn probe_now(path: &Path, space: &OnceLock<Space>) -> Outcome {
 /// close-on-exec again and allocates its buffer; thousands of probe threads' allocations
 /// contended on the allocator's lock).
 fn open_and_read_once(path: &Path) -> Result<(), (Stage, Errno)> {
-    use nix::NixPath;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // The system call itself: musl's open() follows O_CLOEXEC with an fcntl(F_SETFD) for
-    // kernels older than 2.6.23.
-    let fd = path
-        .with_nix_path(|p| {
-            // SAFETY: `p` is a NUL-terminated path that lives for the call.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_openat,
-                    libc::AT_FDCWD,
-                    p.as_ptr(),
-                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    0,
-                )
-            }
-        })
-        .map_err(|e| (Stage::Open, e))?;
-    if fd < 0 {
-        return Err((Stage::Open, Errno::last()));
-    }
-    let fd = i32::try_from(fd).map_err(|_| (Stage::Open, Errno::EBADF))?;
-    // SAFETY: the kernel just returned this descriptor, owned by nothing else.
-    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    use nix::fcntl::{openat, OFlag, AT_FDCWD};
+    use nix::sys::stat::Mode;
+    use std::os::fd::AsRawFd;
+    // openat, not open: musl's open() follows O_CLOEXEC with an fcntl(F_SETFD) for kernels older
+    // than 2.6.23; its openat() is the system call alone.
+    let dir = openat(
+        AT_FDCWD,
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| (Stage::Open, e))?;
     let mut buf = [0u8; 2048];
     // SAFETY: the descriptor is open (owned by `dir` until the end of this function) and `buf`
     // is writable for its length.

@@ -479,6 +479,37 @@ fn loop_ext4(ns: &Ns, image: &Path, mp: &Path) -> String {
     out.stdout.trim().to_string()
 }
 
+/// /dev/kmsg opened at its end: what it reads next are the records written from now on.
+fn kmsg_from_now() -> std::fs::File {
+    use std::io::Seek;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open("/dev/kmsg")
+        .expect("open /dev/kmsg");
+    f.seek(std::io::SeekFrom::End(0)).expect("seek /dev/kmsg");
+    f
+}
+
+/// Every record /dev/kmsg holds past `f`'s position, one line each (a record the ring overwrote
+/// before it was read is skipped, as the kernel reports it).
+fn kmsg_drain(f: &mut std::fs::File) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("read /dev/kmsg: {e}"),
+        }
+    }
+    out
+}
+
 /// kmsg records as /dev/kmsg returns them.
 fn kmsg_rec(seq: u64, usec: u64, prio: u32, text: &str) -> String {
     format!("{prio},{seq},{usec},-;{text}\n SUBSYSTEM=block\n DEVICE=b8:32\n")
@@ -555,6 +586,10 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         // radarr's PV: staging globalmount of a loop ext4, bound into the pod.
         let handle = RADARR_PV;
         let staging = tree.staging_mount(JIVA_DRIVER, handle, &e2e::sha256_hex(handle));
+        // The machine's kernel log is shared with every other test (loop devices are reused by
+        // name): the records this replay counts are the ones written after it began, read from
+        // /dev/kmsg (opened at its end now) once the error path has run.
+        let mut since_start = kmsg_from_now();
         let dev = loop_ext4(&n, &base.join("radarr-config.img"), &staging);
         let publish = tree.pod_csi_mount(RADARR_UID, RADARR_PV, JIVA_DRIVER);
         n.sh(&format!(
@@ -569,6 +604,8 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
             "replay: iSCSI session recovery timed out after 120 secs (k8s02, radarr config)",
         )
         .expect("trigger_fs_error");
+        let own_kmsg = base.join("k8s02-real.kmsg");
+        write(&own_kmsg, &kmsg_drain(&mut since_start));
         // worker-04: the deleted PV's staging mount, pinned by the mount of a pod that is gone.
         let dead = wtree.staging_mount(LONGHORN, DELETED_PV, &e2e::sha256_hex(DELETED_PV));
         n.sh(&format!(
@@ -594,12 +631,14 @@ fn replay(bin_dir: &Path, real: bool, format: Option<&str>, extra: &[OsString]) 
         kerr_args = os(&[
             "--window",
             "10m",
+            "--kmsg",
+            &own_kmsg.to_string_lossy(),
             "--exclude-pattern",
             &other_loops(&name),
             "--exclude-pattern",
             r"blocked for more than \d+ seconds",
         ]);
-        kerr_how = format!("real kernel: /dev/kmsg, the records of {dev} after its error path ran (other loop devices and hung-task reports of this machine left out)");
+        kerr_how = format!("real kernel: the records /dev/kmsg gave after the replay began, {} (those of {dev}'s error path; other loop devices and hung-task reports of this machine left out)", own_kmsg.display());
         stale_args = os(&["--probe-timeout", "1s"]);
         stale_how = format!("real kernel: tmpfs staging mount of the deleted PV bound into a gone pod's directory; bindfs daemon {pid} stopped (SIGSTOP)");
         ns = Some(n);
