@@ -14,7 +14,7 @@ use e2e::control_plane::{ControlPlane, User};
 use e2e::{need_root, Cmd, KubeletTree, Ns, Output};
 use serde_json::json;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Today's date (UTC) as the findings write it.
 fn today() -> String {
@@ -239,14 +239,18 @@ fn a_pv_whose_pods_keep_wedging_says_so_for_real() {
         cp.kubectl(&["-n", &ns, "delete", "pod", pod, "--wait=false"], None);
         // Wedged once the check's clock passes deletionTimestamp by --critical-after: wait for
         // that state by asking the check (a condition, bounded).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let out = check();
-            if out.code != 0 || Instant::now() > deadline {
-                return out;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        let mut last = None;
+        e2e::fuse::wait_until(
+            "the pod wedged past --critical-after",
+            Duration::from_secs(30),
+            || {
+                let out = check();
+                let wedged = out.code != 0;
+                last = Some(out);
+                wedged
+            },
+        );
+        last.expect("the check ran")
     };
     let gone = |pod: &str| {
         cp.kubectl(
