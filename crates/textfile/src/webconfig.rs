@@ -213,10 +213,26 @@ impl BasicAuth {
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> PathBuf {
+    /// A configuration file in the temporary directory, removed when the test is done with it.
+    struct Written(PathBuf);
+
+    impl std::ops::Deref for Written {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Written {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn write(name: &str, text: &str) -> Written {
         let p = std::env::temp_dir().join(format!("ksc-webcfg-{}-{name}", std::process::id()));
         std::fs::write(&p, text).unwrap();
-        p
+        Written(p)
     }
 
     #[test]
