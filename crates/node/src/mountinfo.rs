@@ -306,11 +306,6 @@ impl<'p> Holding<'p> {
     }
 }
 
-/// [`holding`] on the mount table at `path`.
-pub fn read_holding(path: &Path, paths: &[PathBuf]) -> Result<Vec<Option<Mount>>, String> {
-    with_text(path, |text, label| holding(text, label, paths))
-}
-
 /// The first `max` bytes of `s` (fewer, to end on a character boundary).
 fn head(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);

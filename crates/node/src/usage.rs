@@ -114,8 +114,8 @@ impl DeviceUsage {
         })
     }
 
-    /// [`DeviceUsage::read`] and [`mountinfo::read_holding`] in one pass over the table: the map,
-    /// and the mount holding each of `paths` (as [`mountinfo::holding`]). A table of 50 000
+    /// [`DeviceUsage::read`] and [`mountinfo::holding`] in one pass over the table at `path`: the map,
+    /// and the mount holding each of `paths`. A table of 50 000
     /// mounts costs the kernel about 90 ms of CPU to write each time it is read.
     pub fn read_holding(
         path: &Path,
