@@ -103,6 +103,34 @@ fn a_pv_read_only_three_separate_times_says_so() {
                 again.assert_status("RO_PVC_MOUNTS", 2);
                 let line = finding_of(&again, pv);
                 assert!(!line.contains("times in"), "one spell, two runs: {line}");
+                // A by-hand run narrowed to another (healthy) volume, with the same --state-dir,
+                // keeps its own memory: it does not end this PV's spell in the usual run's.
+                let other = tree.pod_csi_mount("9a0b1c2d", "pvc-0e7e2000", "jiva.csi.openebs.io");
+                ns.sh(&format!("mount -t tmpfs memtest '{}'", other.display()));
+                let narrowed = ns
+                    .check("check_ro_pvc_mounts")
+                    .args(["--kubelet-root", tree.root.to_str().unwrap(), "-t", "20"])
+                    .args(["--include", "pvc-0e7e2000"])
+                    .arg("--state-dir")
+                    .arg(&state)
+                    .run();
+                narrowed.assert_status("RO_PVC_MOUNTS", 0);
+                let names: Vec<String> = std::fs::read_dir(&state)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("ro_pvc_mounts.") && n.ends_with(".volumes.json"))
+                    .collect();
+                assert_eq!(
+                    names.len(),
+                    2,
+                    "the narrowed run keeps a file of its own: {names:?}"
+                );
+                let again = ro_check(&ns, &tree, &state);
+                let line = finding_of(&again, pv);
+                assert!(
+                    !line.contains("times in"),
+                    "a narrowed run between two runs ended the spell: {line}"
+                );
                 // The memory file: this user's, 0600, never world-readable.
                 use std::os::unix::fs::PermissionsExt;
                 let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;

@@ -134,7 +134,8 @@ fn parse_selector(s: &str) -> Result<Selector, String> {
     Selector::parse(s)
 }
 
-/// The memory file's id (`<state-dir>/jiva_rep_crashloop.volumes.json`).
+/// The memory file's id (`<state-dir>/jiva_rep_crashloop.volumes.json`; a run with other
+/// `--namespace`s, `--selector` or `--name-regex` keeps its own, see [`node::history::scoped`]).
 pub const CHECK_ID: &str = "jiva_rep_crashloop";
 
 /// The findings the memory of the volumes counts (`--state-dir`), by signal: Jiva's own status
@@ -166,6 +167,25 @@ impl Opts {
             min_toleration: self.min_toleration,
         }
     }
+
+    /// The options that choose other replicas than the default's, as written (empty for the
+    /// default `--namespace openebs` alone): the scope of the memory of the volumes.
+    fn scope(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut ns: Vec<&str> = self.namespace.iter().map(String::as_str).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        if ns != ["openebs"] {
+            parts.extend(ns.iter().map(|n| format!("--namespace {n}")));
+        }
+        if let Some(s) = &self.selector {
+            parts.push(format!("--selector {}", s.as_str()));
+        }
+        if let Some(r) = &self.name_regex {
+            parts.push(format!("--name-regex {}", r.as_str()));
+        }
+        parts.join(" ")
+    }
 }
 
 impl Check for Opts {
@@ -181,7 +201,11 @@ impl Check for Opts {
         let d = gather(self, ctx)?;
         let mut r = evaluate(&d, &self.policy(), kube::time::now());
         // The memory of the volumes (--state-dir): how often each was degraded before.
-        self.state.keep(CHECK_ID, &mut r, MEMORY);
+        self.state.keep(
+            &node::history::scoped(CHECK_ID, &self.scope()),
+            &mut r,
+            MEMORY,
+        );
         Ok(r)
     }
 }

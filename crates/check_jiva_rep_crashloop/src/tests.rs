@@ -399,3 +399,19 @@ fn a_volume_degraded_again_says_how_often() {
         f.text
     );
 }
+
+/// The memory of the volumes: the default replicas keep the usual file; other namespaces, a
+/// selector or a name regex (other replicas, other volumes) their own.
+#[test]
+fn other_replicas_keep_their_own_memory() {
+    assert_eq!(opts(&[]).scope(), "");
+    assert_eq!(opts(&["--namespace", "openebs"]).scope(), "");
+    assert_eq!(
+        opts(&["--namespace", "jiva", "--namespace", "openebs"]).scope(),
+        "--namespace jiva --namespace openebs"
+    );
+    assert_eq!(
+        opts(&["--selector", "app=x", "--name-regex", "^r-"]).scope(),
+        "--selector app=x --name-regex ^r-"
+    );
+}

@@ -18,7 +18,8 @@ use clap::Parser;
 use plugin::{Check, CommonArgs, Ctx, Report, Unknown};
 use std::time::Duration;
 
-/// The memory file's id (`<state-dir>/longhorn_volumes.volumes.json`).
+/// The memory file's id (`<state-dir>/longhorn_volumes.volumes.json`; a run with `--node` keeps
+/// its own, see [`node::history::scoped`]).
 pub const CHECK_ID: &str = "longhorn_volumes";
 
 /// The findings the memory of the volumes counts (`--state-dir`), by signal.
@@ -87,6 +88,18 @@ pub struct Opts {
     pub host: node::HostRootArg,
 }
 
+impl Opts {
+    /// The memory's id of this run: the cluster-wide run's, or one per `--node`.
+    fn memory_id(&self) -> String {
+        let scope = self
+            .node
+            .as_ref()
+            .map(|n| format!("--node {n}"))
+            .unwrap_or_default();
+        node::history::scoped(CHECK_ID, &scope)
+    }
+}
+
 impl Check for Opts {
     const NAME: &'static str = "LONGHORN_VOLUMES";
     const BINARY: &'static str = "check_longhorn_volumes";
@@ -102,7 +115,7 @@ impl Check for Opts {
             kube::time::now(),
         );
         // The memory of the volumes (--state-dir): how often each was degraded before.
-        self.state.keep(CHECK_ID, &mut r, MEMORY);
+        self.state.keep(&self.memory_id(), &mut r, MEMORY);
         Ok(r)
     }
 }

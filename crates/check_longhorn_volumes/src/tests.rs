@@ -370,6 +370,14 @@ fn options_parse() {
     .unwrap();
     assert_eq!(o.node.as_deref(), Some("worker-04"));
     assert_eq!(o.stuck_after, Duration::from_secs(600));
+    // The memory of the volumes: a node's run keeps its own, the cluster-wide run the usual file.
+    let id = o.memory_id();
+    assert!(
+        id.starts_with("longhorn_volumes.") && id.len() == 33,
+        "{id}"
+    );
+    let all = Opts::try_parse_from(["check_longhorn_volumes"]).unwrap();
+    assert_eq!(all.memory_id(), "longhorn_volumes");
 }
 
 #[test]

@@ -68,7 +68,8 @@ pub struct NodeData {
     pub memory: Option<node::history::Remembered>,
 }
 
-/// The state file's id (`<state-dir>/ro_pvc_mounts.volumes.json`).
+/// The state file's id (`<state-dir>/ro_pvc_mounts.volumes.json`; a run narrowed with
+/// `--include`/`--exclude` keeps its own, see [`node::history::scoped`]).
 pub const CHECK_ID: &str = "ro_pvc_mounts";
 
 /// Keep this run's read-only PVs (`ro`, PV names) in the memory of the volumes under
@@ -82,7 +83,8 @@ pub fn remember(o: &crate::Opts, data: &mut NodeData, ro: &[String], ctx: &Ctx) 
         .iter()
         .map(|pv| (pv.clone(), node::history::Kind::ReadOnly))
         .collect();
-    data.memory = o.state.remember(CHECK_ID, &seen, plugin::time::now_ms());
+    let id = node::history::scoped(CHECK_ID, &o.filter.describe());
+    data.memory = o.state.remember(&id, &seen, plugin::time::now_ms());
 }
 
 /// The filesystems holding the kubelet roots and `/`, one entry per mount. Pure.

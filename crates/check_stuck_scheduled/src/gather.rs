@@ -20,8 +20,24 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
     )
 }
 
-/// The state file's id (`<state-dir>/stuck_scheduled.volumes.json`).
+/// The state file's id (`<state-dir>/stuck_scheduled.volumes.json`; with `--namespace`, its own,
+/// see [`node::history::scoped`]).
 pub const CHECK_ID: &str = "stuck_scheduled";
+
+/// The cluster-wide run's own (`--all-nodes`, `<state-dir>/stuck_scheduled_all_nodes.volumes.json`):
+/// a node's run must not end the spells of the other nodes' volumes in it.
+pub const CHECK_ID_ALL_NODES: &str = "stuck_scheduled_all_nodes";
+
+/// The memory's id of a run with these options.
+pub fn memory_id(opts: &Opts) -> String {
+    let scope = &opts.stuck.scope;
+    let base = if scope.all_nodes {
+        CHECK_ID_ALL_NODES
+    } else {
+        CHECK_ID
+    };
+    node::history::scoped(base, &scope.narrowed_by())
+}
 
 /// Keep this run's stuck PVs (`pvs`: those the stuck pods' volume events name) in the memory of
 /// the volumes under `--state-dir`; what it remembers (`None` without it).
@@ -32,5 +48,6 @@ pub fn remember(opts: &Opts, pvs: &[String], ctx: &Ctx) -> Option<node::history:
         .iter()
         .map(|pv| (pv.clone(), node::history::Kind::Stuck))
         .collect();
-    opts.state.remember(CHECK_ID, &seen, plugin::time::now_ms())
+    opts.state
+        .remember(&memory_id(opts), &seen, plugin::time::now_ms())
 }

@@ -94,6 +94,18 @@ pub const CHECK_ID: &str = "stuck_terminating";
 /// it sees other pods than the node's run, and one file for both would end each other's spells.
 pub const CHECK_ID_ALL_NODES: &str = "stuck_terminating_all_nodes";
 
+/// The memory's id of a run with these options (with `--namespace`, a scope of its own, see
+/// [`node::history::scoped`]).
+pub fn memory_id(opts: &Opts) -> String {
+    let scope = &opts.stuck.scope;
+    let base = if scope.all_nodes {
+        CHECK_ID_ALL_NODES
+    } else {
+        CHECK_ID
+    };
+    node::history::scoped(base, &scope.narrowed_by())
+}
+
 /// Keep this run's stuck PVs (`pvs`: those of the wedged pods) in the memory of the volumes
 /// under `--state-dir` (nothing without it) and give `d` what it remembers.
 pub fn remember(opts: &Opts, d: &mut Data, pvs: &[String], ctx: &Ctx) {
@@ -105,5 +117,7 @@ pub fn remember(opts: &Opts, d: &mut Data, pvs: &[String], ctx: &Ctx) {
         .iter()
         .map(|pv| (pv.clone(), node::history::Kind::Stuck))
         .collect();
-    d.memory = opts.state.remember(CHECK_ID, &seen, plugin::time::now_ms());
+    d.memory = opts
+        .state
+        .remember(&memory_id(opts), &seen, plugin::time::now_ms());
 }

@@ -123,6 +123,19 @@ pub struct PodScopeArgs {
 }
 
 impl PodScopeArgs {
+    /// The options that narrow the pods beyond the node, as an operator writes them
+    /// (`--namespace a --namespace b`, sorted; empty for every namespace): the scope of a check's
+    /// memory of its volumes (`node::history::scoped`).
+    pub fn narrowed_by(&self) -> String {
+        let mut ns: Vec<&str> = self.namespace.iter().map(String::as_str).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        ns.iter()
+            .map(|n| format!("--namespace {n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// The pods wanted: of the namespaces given, on this node (`--node`, else `host_name()`)
     /// unless `--all-nodes`.
     pub fn filter(

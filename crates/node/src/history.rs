@@ -237,6 +237,24 @@ impl Memory {
     }
 }
 
+/// The memory's id for a run of `check` whose scope is `scope`: the options that choose which
+/// volumes the run looks at, as the operator wrote them (`--include '…'`, `--namespace …`).
+/// `check` itself for the usual scope (`scope` empty), else `check.<16 hex digits>` (FNV-1a of
+/// `scope`): a run that looks at other volumes keeps its own memory, so that a by-hand run
+/// narrowed to one volume does not end the other volumes' spells in the usual run's memory, and
+/// no two scopes share a file.
+pub fn scoped(check: &str, scope: &str) -> String {
+    if scope.is_empty() {
+        return check.to_string();
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in scope.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{check}.{h:016x}")
+}
+
 /// The memory file of `check` in `dir`: `<dir>/<check>.volumes.json`.
 pub fn file(dir: &Path, check: &str) -> PathBuf {
     state::path(dir, check, "volumes")
@@ -561,6 +579,36 @@ mod tests {
         full.version = VERSION;
         full.saved_ms = Some(i64::MAX / 2);
         assert!((serde_json::to_vec(&full).unwrap().len() as u64) < MAX_BYTES);
+    }
+
+    /// A run of another scope (a by-hand run narrowed with `--include`, another node's or every
+    /// node's pods) keeps its own memory: it neither ends nor opens the usual run's spells.
+    #[test]
+    fn scopes_keep_their_own_memory() {
+        assert_eq!(scoped("ro_pvc_mounts", ""), "ro_pvc_mounts");
+        // FNV-1a's published test vector for "a".
+        assert_eq!(scoped("x", "a"), "x.af63dc4c8601ec8c");
+        let narrow = scoped("ro_pvc_mounts", "--include '^/a'");
+        assert_ne!(narrow, scoped("ro_pvc_mounts", "--include '^/b'"));
+        assert_eq!(narrow, scoped("ro_pvc_mounts", "--include '^/a'"));
+        let d = tmp("scopes");
+        assert_ne!(file(&d, &narrow), file(&d, "ro_pvc_mounts"));
+        assert!(file(&d, &narrow)
+            .to_str()
+            .unwrap()
+            .ends_with(".volumes.json"));
+        // pv-a read-only in the usual runs at T0 and T0 + 2, a narrowed run between them that does
+        // not look at it: one spell, not two.
+        remember(&d, "ro_pvc_mounts", &[ro("pv-a")], T0);
+        let r = remember(&d, &narrow, &[ro("pv-b")], T0 + 1);
+        assert!(r.kept && r.text("pv-b", Kind::ReadOnly).is_none(), "{r:?}");
+        let r = remember(&d, "ro_pvc_mounts", &[ro("pv-a")], T0 + 2);
+        assert_eq!(
+            r.memory.recall("pv-a", Kind::ReadOnly, T0 + 2).times,
+            1,
+            "{r:?}"
+        );
+        assert!(!r.memory.pvs.contains_key("pv-b"), "{r:?}");
     }
 
     /// Through the state directory: a run remembers, the next reads it back; garbled, hostile,
