@@ -20,23 +20,15 @@ pub fn gather(opts: &Opts, ctx: &Ctx, now: Time) -> Result<Data, Unknown> {
     )
 }
 
-/// The state file's id (`<state-dir>/stuck_scheduled.volumes.json`; with `--namespace`, its own,
-/// see [`node::history::scoped`]).
+/// The state file's id (`<state-dir>/stuck_scheduled.volumes.json`;
+/// `stuck_scheduled_all_nodes.volumes.json` with `--all-nodes`; with `--namespace`, its own,
+/// see [`memory_id`]).
 pub const CHECK_ID: &str = "stuck_scheduled";
 
-/// The cluster-wide run's own (`--all-nodes`, `<state-dir>/stuck_scheduled_all_nodes.volumes.json`):
-/// a node's run must not end the spells of the other nodes' volumes in it.
-pub const CHECK_ID_ALL_NODES: &str = "stuck_scheduled_all_nodes";
-
-/// The memory's id of a run with these options.
+/// The memory's id of a run with these options (see [`kube::PodScopeArgs::memory_scope`]).
 pub fn memory_id(opts: &Opts) -> String {
-    let scope = &opts.stuck.scope;
-    let base = if scope.all_nodes {
-        CHECK_ID_ALL_NODES
-    } else {
-        CHECK_ID
-    };
-    node::history::scoped(base, &scope.narrowed_by())
+    let (base, narrowed) = opts.stuck.scope.memory_scope(CHECK_ID);
+    node::history::scoped(&base, &narrowed)
 }
 
 /// Keep this run's stuck PVs (`pvs`: those the stuck pods' volume events name) in the memory of

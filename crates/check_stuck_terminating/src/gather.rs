@@ -87,23 +87,15 @@ fn gather_mounts(opts: &Opts, ctx: &Ctx, now: Time, d: &mut Data) {
     }
 }
 
-/// The state file's id (`<state-dir>/stuck_terminating.volumes.json`).
+/// The state file's id (`<state-dir>/stuck_terminating.volumes.json`; the cluster-wide run keeps
+/// `stuck_terminating_all_nodes.volumes.json`: it sees other pods than the node's run, and one
+/// file for both would end each other's spells; see [`memory_id`]).
 pub const CHECK_ID: &str = "stuck_terminating";
 
-/// The cluster-wide run's own (`--all-nodes`, `<state-dir>/stuck_terminating_all_nodes.volumes.json`):
-/// it sees other pods than the node's run, and one file for both would end each other's spells.
-pub const CHECK_ID_ALL_NODES: &str = "stuck_terminating_all_nodes";
-
-/// The memory's id of a run with these options (with `--namespace`, a scope of its own, see
-/// [`node::history::scoped`]).
+/// The memory's id of a run with these options (see [`kube::PodScopeArgs::memory_scope`]).
 pub fn memory_id(opts: &Opts) -> String {
-    let scope = &opts.stuck.scope;
-    let base = if scope.all_nodes {
-        CHECK_ID_ALL_NODES
-    } else {
-        CHECK_ID
-    };
-    node::history::scoped(base, &scope.narrowed_by())
+    let (base, narrowed) = opts.stuck.scope.memory_scope(CHECK_ID);
+    node::history::scoped(&base, &narrowed)
 }
 
 /// Keep this run's stuck PVs (`pvs`: those of the wedged pods) in the memory of the volumes

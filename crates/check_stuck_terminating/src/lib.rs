@@ -18,7 +18,7 @@ pub use evaluate::{
     classify, csi_pv_of, evaluate, failed_mount_path, is_teardown_failure, latest_teardown,
     pod_mounts, pod_pvs, stuck_pvs, Data, Policy, Teardown, Terminating, DEFAULT_GRACE,
 };
-pub use gather::{gather, remember, CHECK_ID, CHECK_ID_ALL_NODES};
+pub use gather::{gather, remember, CHECK_ID};
 
 use clap::Parser;
 use kube::checks::stuck::StuckArgs;

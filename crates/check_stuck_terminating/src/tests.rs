@@ -408,23 +408,12 @@ fn a_volume_whose_pods_keep_wedging_says_so() {
     );
 }
 
-/// The memory of the volumes (`--state-dir`): the node's run, the cluster-wide run and a run
-/// narrowed to namespaces each keep their own file, so that none ends the other's spells.
+/// The memory of the volumes (`--state-dir`): the node's run and the cluster-wide run keep their
+/// own files (the scopes themselves: kube's `PodScopeArgs::memory_scope`).
 #[test]
 fn each_scope_keeps_its_own_memory() {
     let id = |a: &[&str]| crate::gather::memory_id(&opts(a));
     assert_eq!(id(&[]), "stuck_terminating");
-    assert_eq!(id(&["--node", "worker-2"]), "stuck_terminating");
     assert_eq!(id(&["--all-nodes"]), "stuck_terminating_all_nodes");
-    let ns = id(&["--namespace", "b", "--namespace", "a"]);
-    assert!(
-        ns.starts_with("stuck_terminating.") && ns.len() == "stuck_terminating.".len() + 16,
-        "{ns}"
-    );
-    assert_eq!(ns, id(&["--namespace", "a", "--namespace", "b"]));
-    assert_ne!(ns, id(&["--namespace", "a"]));
-    assert_ne!(
-        id(&["--all-nodes", "--namespace", "a"]),
-        id(&["--namespace", "a"])
-    );
+    assert!(id(&["--namespace", "a"]).starts_with("stuck_terminating."));
 }

@@ -123,17 +123,26 @@ pub struct PodScopeArgs {
 }
 
 impl PodScopeArgs {
-    /// The options that narrow the pods beyond the node, as an operator writes them
-    /// (`--namespace a --namespace b`, sorted; empty for every namespace): the scope of a check's
-    /// memory of its volumes (`node::history::scoped`).
-    pub fn narrowed_by(&self) -> String {
+    /// The memory of the volumes of `check`'s run with this scope (`node::history::scoped` makes
+    /// the file's id of the two): the base, `check` or `<check>_all_nodes` with `--all-nodes`
+    /// (a node's run must not end the other nodes' spells), and the options that narrow the pods
+    /// further, as an operator writes them (`--namespace a --namespace b`, sorted; empty for
+    /// every namespace).
+    pub fn memory_scope(&self, check: &str) -> (String, String) {
+        let base = if self.all_nodes {
+            format!("{check}_all_nodes")
+        } else {
+            check.to_string()
+        };
         let mut ns: Vec<&str> = self.namespace.iter().map(String::as_str).collect();
         ns.sort_unstable();
         ns.dedup();
-        ns.iter()
+        let narrowed = ns
+            .iter()
             .map(|n| format!("--namespace {n}"))
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        (base, narrowed)
     }
 
     /// The pods wanted: of the namespaces given, on this node (`--node`, else `host_name()`)
@@ -151,5 +160,35 @@ impl PodScopeArgs {
             },
             labels: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PodScopeArgs;
+
+    /// The memory of the volumes: the node's run, the cluster-wide run and runs narrowed to
+    /// namespaces each have their own scope; the order of `--namespace` does not matter.
+    #[test]
+    fn memory_scopes() {
+        let scope = |all_nodes: bool, ns: &[&str]| PodScopeArgs {
+            all_nodes,
+            namespace: ns.iter().map(ToString::to_string).collect(),
+            ..PodScopeArgs::default()
+        };
+        let of = |s: PodScopeArgs| s.memory_scope("stuck_x");
+        assert_eq!(of(scope(false, &[])), ("stuck_x".into(), String::new()));
+        assert_eq!(
+            of(scope(true, &[])),
+            ("stuck_x_all_nodes".into(), String::new())
+        );
+        assert_eq!(
+            of(scope(false, &["b", "a", "b"])),
+            ("stuck_x".into(), "--namespace a --namespace b".into())
+        );
+        assert_eq!(
+            of(scope(true, &["a"])),
+            ("stuck_x_all_nodes".into(), "--namespace a".into())
+        );
     }
 }
