@@ -30,7 +30,7 @@
 //! check's verdict is never changed by it. Names read from the file are never echoed: a finding
 //! only says how many spells the PV it already names had, and when.
 
-use crate::logs::state::{self, DirError, StateDir};
+use crate::logs::state;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -263,22 +263,7 @@ pub fn file(dir: &Path, check: &str) -> PathBuf {
 /// Read a memory file: the memory, or a note saying why it was started afresh. `Ok(None)` when
 /// there is none yet (nor its directory).
 pub fn load(path: &Path) -> Result<Option<Memory>, String> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return Err(format!("state file {} has no usable name", path.display()));
-    };
-    let d = match StateDir::open(dir, false) {
-        Ok(d) => d,
-        Err(_) if std::fs::symlink_metadata(dir).is_err() => return Ok(None),
-        Err(DirError::Refused(e)) => return Err(e),
-        Err(DirError::Open(e)) => {
-            return Err(format!("cannot read state file {}: {e}", path.display()))
-        }
-    };
-    let Some(b) = d.read(name, MAX_BYTES)? else {
+    let Some(b) = state::read_bytes(path, MAX_BYTES)? else {
         return Ok(None);
     };
     let m: Memory = serde_json::from_slice(&b).map_err(|e| {

@@ -501,10 +501,10 @@ fn split(path: &Path) -> Result<(&Path, &str), String> {
     Ok((dir, name))
 }
 
-/// Read a state file. `Ok(None)` when there is none yet (or no directory yet); `Err` when it
-/// exists but cannot be read or parsed, or its directory is refused (the caller starts afresh
-/// and says so).
-pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
+/// The bytes of a state file of at most `max` bytes, read as [`StateDir::read`] reads.
+/// `Ok(None)` when there is none yet (or no directory yet); `Err` when it exists but cannot be
+/// read, is larger than `max`, or its directory is refused (the caller starts afresh and says so).
+pub fn read_bytes(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
     let (dir, name) = split(path)?;
     let d = match StateDir::open(dir, false) {
         Ok(d) => d,
@@ -514,7 +514,14 @@ pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, St
             return Err(format!("cannot read state file {}: {e}", path.display()))
         }
     };
-    let Some(b) = d.read(name, MAX_STATE_BYTES)? else {
+    d.read(name, max)
+}
+
+/// Read a state file. `Ok(None)` when there is none yet (or no directory yet); `Err` when it
+/// exists but cannot be read or parsed, or its directory is refused (the caller starts afresh
+/// and says so).
+pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
+    let Some(b) = read_bytes(path, MAX_STATE_BYTES)? else {
         return Ok(None);
     };
     serde_json::from_slice(&b).map(Some).map_err(|e| {
