@@ -349,7 +349,8 @@ impl ControlPlane {
     }
 
     /// Wait (20 s at most) until the server reports the CRD `name` Established **and** its
-    /// discovery documents list its resource in every served version. The two are separate
+    /// discovery documents list its resource in every served version and in the aggregated
+    /// discovery kubectl reads. The two are separate
     /// controllers in the API server: under load Established can come first, and a kubectl
     /// started in between maps no kind ("ensure CRDs are installed first"). `kubectl wait` right
     /// after the apply can fail too, while the CRD has no conditions yet.
@@ -379,9 +380,27 @@ impl ControlPlane {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
+            // What kubectl maps kinds by: the aggregated discovery document at /apis, which
+            // the aggregator rebuilds on its own queue after the group's APIService is
+            // registered, so later than the group-version document above. `api-resources`
+            // also refreshes the discovery cache every later kubectl of this server reads.
+            let listed = || -> bool {
+                let group = crd["spec"]["group"].as_str().unwrap_or("?");
+                let out = self.kubectl_as(
+                    User::Admin,
+                    &["api-resources", "--api-group", group, "-o", "name"],
+                    None,
+                );
+                let want = format!(
+                    "{}.{group}",
+                    crd["spec"]["names"]["plural"].as_str().unwrap_or("?")
+                );
+                out.code == 0 && out.stdout.lines().any(|l| l.trim() == want)
+            };
             if established
                 && !versions.is_empty()
                 && versions.iter().filter(|v| v["served"] == true).all(served)
+                && listed()
             {
                 return;
             }

@@ -336,11 +336,11 @@ fn every_overlay_renders_validates_and_is_admitted_by_the_real_api_server() {
                 &["apply", "--dry-run=server", "-f", "-"],
                 Some(&yaml),
             );
-            // stderr first: CI keeps only the end of a long message.
+            // stderr last: CI keeps the start and the end of a long message, not its middle.
             assert_eq!(
                 out.code, 0,
-                "{name} not admitted: stderr {}; stdout {}",
-                out.stderr, out.stdout
+                "{name} not admitted: stdout {}; stderr {}",
+                out.stdout, out.stderr
             );
             let warnings: Vec<&str> = out
                 .stderr
