@@ -14,6 +14,14 @@
 //! - [`Intervals`] are the engines' timing: the test's short ones, or the documented defaults
 //!   scaled down (one minute becomes one second) for `bench/time_to_alert`.
 //! - [`report`] records a measured time to alert for the bench.
+//!
+//! Side by side: an engine test takes [`crate::shared`], not [`crate::exclusive`], so it runs
+//! beside other tests, another engine test's too. Everything it makes is its own: temp dirs, its
+//! daemons on free loopback ports with every path under its dir, its loop devices and FUSE mounts
+//! in a private mount namespace, its own loopback API server. Its kernel log checks read its own
+//! record file, or the real /dev/kmsg with every other loop device excluded; a stopped FUSE
+//! daemon's stuck probes are its own (the D-state test is exclusive, so it never counts them).
+//! `bench/time_to_alert` runs them one at a time (`--test-threads=1`) for its measurements.
 
 use crate::apiserver::{ApiServer, KubeAuth, KubeCa};
 use crate::{bin, Cmd, KubeletTree, Ns};

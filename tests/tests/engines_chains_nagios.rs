@@ -51,7 +51,8 @@ fn nagios_pages_once_per_chain_and_the_held_pages_follow_the_root_recovery() {
     {
         return;
     }
-    let _machine = e2e::exclusive();
+    // Beside other tests, not alone: see "Side by side" in tests/src/engines.rs.
+    let _machine = e2e::shared();
     let iv = Intervals::from_env();
     let mut node = Node::new();
     let port = free_port();

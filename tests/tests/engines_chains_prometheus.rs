@@ -216,7 +216,8 @@ fn prometheus_alertmanager_page_once_per_chain_for_the_storage_cascade() {
     {
         return;
     }
-    let _machine = e2e::exclusive();
+    // Beside other tests, not alone: see "Side by side" in tests/src/engines.rs.
+    let _machine = e2e::shared();
     let started = Instant::now();
     let iv = Intervals::from_env();
     let node = Node::new();
@@ -553,7 +554,8 @@ fn prometheus_alertmanager_page_once_per_chain_for_the_stale_csi_mount() {
         return;
     }
     use e2e::engines::{Incident, FUSE_PV, LOG_AGE_OUT, STUCK_NS};
-    let _machine = e2e::exclusive();
+    // Beside other tests, not alone: see "Side by side" in tests/src/engines.rs.
+    let _machine = e2e::shared();
     let started = Instant::now();
     let iv = Intervals::from_env();
     let mut node = Node::new();

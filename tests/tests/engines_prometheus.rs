@@ -447,7 +447,8 @@ fn prometheus_alertmanager_page_for_every_incident_and_resolve() {
     {
         return;
     }
-    let _machine = e2e::exclusive();
+    // Beside other tests, not alone: see "Side by side" in tests/src/engines.rs.
+    let _machine = e2e::shared();
     let started = Instant::now();
     let iv = Intervals::from_env();
     let ((gw, gi, ri), from) = stock_am_timers();
