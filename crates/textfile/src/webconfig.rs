@@ -214,47 +214,32 @@ mod tests {
     use super::*;
 
     /// A configuration file in the temporary directory, removed when the test is done with it.
-    struct Written(PathBuf);
-
-    impl std::ops::Deref for Written {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Written {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn write(name: &str, text: &str) -> Written {
-        let p = std::env::temp_dir().join(format!("ksc-webcfg-{}-{name}", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        Written(p)
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new()
+            .prefix("ksc-webcfg-")
+            .tempfile()
+            .unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f
     }
 
     #[test]
     fn unknown_keys_and_plain_passwords_are_refused() {
-        let p = write("a", "basic_auth_users:\n  u: secret\n");
-        let e = WebConfig::load(&p).unwrap_err();
+        let p = write("basic_auth_users:\n  u: secret\n");
+        let e = WebConfig::load(p.path()).unwrap_err();
         assert!(
             e.contains("not a bcrypt hash") && e.contains("htpasswd"),
             "{e}"
         );
-        let p = write(
-            "b",
-            "tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher: x\n",
-        );
-        let e = WebConfig::load(&p).unwrap_err();
+        let p = write("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher: x\n");
+        let e = WebConfig::load(p.path()).unwrap_err();
         assert!(e.contains("cipher"), "{e}");
-        let p = write("c", "http_server_config:\n  http2: false\n");
-        assert!(WebConfig::load(&p)
+        let p = write("http_server_config:\n  http2: false\n");
+        assert!(WebConfig::load(p.path())
             .unwrap_err()
             .contains("http_server_config"));
-        let p = write("d", "");
-        assert!(WebConfig::load(&p).unwrap().tls().unwrap().is_none());
+        let p = write("");
+        assert!(WebConfig::load(p.path()).unwrap().tls().unwrap().is_none());
     }
 
     #[test]
@@ -262,8 +247,8 @@ mod tests {
         let hash = bcrypt::hash_with_result("s3cret", 4)
             .unwrap()
             .format_for_version(bcrypt::Version::TwoY);
-        let p = write("e", &format!("basic_auth_users:\n  prom: '{hash}'\n"));
-        let c = WebConfig::load(&p).unwrap();
+        let p = write(&format!("basic_auth_users:\n  prom: '{hash}'\n"));
+        let c = WebConfig::load(p.path()).unwrap();
         let a = BasicAuth::new(c.basic_auth_users).unwrap();
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         assert!(a.allows(Some(&format!("Basic {}", b64("prom:s3cret")))));
