@@ -171,12 +171,9 @@ impl Opts {
     /// The options that choose other replicas than the default's, as written (empty for the
     /// default `--namespace openebs` alone): the scope of the memory of the volumes.
     fn scope(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        let mut ns: Vec<&str> = self.namespace.iter().map(String::as_str).collect();
-        ns.sort_unstable();
-        ns.dedup();
-        if ns != ["openebs"] {
-            parts.extend(ns.iter().map(|n| format!("--namespace {n}")));
+        let mut parts = kube::args::namespaces_as_written(&self.namespace);
+        if parts == ["--namespace openebs"] {
+            parts.clear();
         }
         if let Some(s) = &self.selector {
             parts.push(format!("--selector {}", s.as_str()));

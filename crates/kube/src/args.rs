@@ -122,6 +122,15 @@ pub struct PodScopeArgs {
     pub pods: PodsJsonArg,
 }
 
+/// `--namespace` values as an operator writes them, sorted and once each (`--namespace a`,
+/// `--namespace b`): the part of a check's memory scope they make.
+pub fn namespaces_as_written(namespaces: &[String]) -> Vec<String> {
+    let mut ns: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    ns.sort_unstable();
+    ns.dedup();
+    ns.iter().map(|n| format!("--namespace {n}")).collect()
+}
+
 impl PodScopeArgs {
     /// The memory of the volumes of `check`'s run with this scope (`node::history::scoped` makes
     /// the file's id of the two): the base, `check` or `<check>_all_nodes` with `--all-nodes`
@@ -134,15 +143,7 @@ impl PodScopeArgs {
         } else {
             check.to_string()
         };
-        let mut ns: Vec<&str> = self.namespace.iter().map(String::as_str).collect();
-        ns.sort_unstable();
-        ns.dedup();
-        let narrowed = ns
-            .iter()
-            .map(|n| format!("--namespace {n}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        (base, narrowed)
+        (base, namespaces_as_written(&self.namespace).join(" "))
     }
 
     /// The pods wanted: of the namespaces given, on this node (`--node`, else `host_name()`)
