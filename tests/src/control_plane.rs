@@ -349,11 +349,11 @@ impl ControlPlane {
     }
 
     /// Wait (20 s at most) until the server reports the CRD `name` Established **and** its
-    /// discovery documents list its resource in every served version and in the aggregated
-    /// discovery kubectl reads. The two are separate
-    /// controllers in the API server: under load Established can come first, and a kubectl
-    /// started in between maps no kind ("ensure CRDs are installed first"). `kubectl wait` right
-    /// after the apply can fail too, while the CRD has no conditions yet.
+    /// discovery documents list its resource: the group-version document of every served
+    /// version, and the aggregated document at /apis that kubectl maps kinds by. Each is a
+    /// controller of its own in the API server: under load Established can come first, and a
+    /// kubectl started in between maps no kind ("ensure CRDs are installed first"). `kubectl
+    /// wait` right after the apply can fail too, while the CRD has no conditions yet.
     pub fn wait_crd_served(&self, name: &str) {
         let deadline = Instant::now() + std::time::Duration::from_secs(20);
         loop {
@@ -363,38 +363,27 @@ impl ControlPlane {
                 c.iter()
                     .any(|c| c["type"] == "Established" && c["status"] == "True")
             });
-            let plural = format!(
-                "\"name\":\"{}\"",
-                crd["spec"]["names"]["plural"].as_str().unwrap_or("?")
-            );
+            let group = crd["spec"]["group"].as_str().unwrap_or("?");
+            let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or("?");
             let served = |v: &serde_json::Value| -> bool {
-                let path = format!(
-                    "/apis/{}/{}",
-                    crd["spec"]["group"].as_str().unwrap_or("?"),
-                    v["name"].as_str().unwrap_or("?")
-                );
+                let path = format!("/apis/{group}/{}", v["name"].as_str().unwrap_or("?"));
                 let out = self.kubectl_as(User::Admin, &["get", "--raw", &path], None);
-                out.code == 0 && out.stdout.contains(&plural)
+                out.code == 0 && out.stdout.contains(&format!("\"name\":\"{plural}\""))
             };
             let versions = crd["spec"]["versions"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            // What kubectl maps kinds by: the aggregated discovery document at /apis, which
-            // the aggregator rebuilds on its own queue after the group's APIService is
-            // registered, so later than the group-version document above. `api-resources`
-            // also refreshes the discovery cache every later kubectl of this server reads.
+            // The aggregator rebuilds /apis on its own queue after the group's APIService is
+            // registered, so later than the group-version documents. `api-resources` reads it,
+            // and refreshes the discovery cache every later kubectl of this server reads.
             let listed = || -> bool {
-                let group = crd["spec"]["group"].as_str().unwrap_or("?");
                 let out = self.kubectl_as(
                     User::Admin,
                     &["api-resources", "--api-group", group, "-o", "name"],
                     None,
                 );
-                let want = format!(
-                    "{}.{group}",
-                    crd["spec"]["names"]["plural"].as_str().unwrap_or("?")
-                );
+                let want = format!("{plural}.{group}");
                 out.code == 0 && out.stdout.lines().any(|l| l.trim() == want)
             };
             if established
